@@ -1,0 +1,93 @@
+"""The Sandbox protocol: an isolated machine that runs commands for one trial.
+
+sandbox/ knows nothing of benchmarks, agents or models. Implementations live one per file
+(`sandbox/docker.py`) and must pass the conformance suite in `tests/sandbox_conformance.py`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol, runtime_checkable
+
+
+@dataclass(frozen=True)
+class ExecResult:
+    """What one command did. Never raised: a failing command is data, not an exception."""
+
+    stdout: str
+    stderr: str
+    exit_code: int  # the command's exit status; 124 when it was killed for running past its timeout
+    timed_out: bool = False
+    duration_s: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0 and not self.timed_out
+
+
+@dataclass(frozen=True)
+class SandboxSpec:
+    """How to start a sandbox. Resource limits of None mean the backend's default (no limit)."""
+
+    image: str
+    workdir: str = "/"
+    user: str | None = None  # default user for exec/shell; None = the image's USER
+    env: dict[str, str] = field(default_factory=dict)
+    cpus: float | None = None
+    memory_mb: int | None = None
+    pids_limit: int | None = 4096
+    network: bool = False  # no network at all unless the task asks for it
+    gpus: int = 0  # -1 = all GPUs
+    labels: dict[str, str] = field(default_factory=dict)
+
+
+@runtime_checkable
+class Shell(Protocol):
+    """A persistent shell session: cwd and exported variables carry over between commands."""
+
+    def run(self, command: str, timeout: float | None = None) -> ExecResult:
+        """Run `command` in the session. On timeout the command's processes are killed, the
+        session survives and the result has timed_out=True, exit_code=124."""
+        ...
+
+    def close(self) -> None: ...
+
+
+@runtime_checkable
+class Sandbox(Protocol):
+    """A started, isolated environment. Use as a context manager; close() removes everything."""
+
+    def exec(
+        self,
+        cmd: str | list[str],
+        *,
+        timeout: float | None = None,
+        workdir: str | None = None,
+        env: dict[str, str] | None = None,
+        user: str | None = None,
+    ) -> ExecResult:
+        """Run a command in a fresh process (a str goes through `bash -c`). Stateless."""
+        ...
+
+    def shell(self, *, user: str | None = None, workdir: str | None = None) -> Shell:
+        """Open a persistent shell session (see Shell)."""
+        ...
+
+    def read_file(self, path: str) -> bytes: ...
+
+    def write_file(self, path: str, data: bytes | str, mode: int = 0o644) -> None:
+        """Write a file, creating parent directories."""
+        ...
+
+    def copy_in(self, src: Path, dest: str) -> None:
+        """Copy a host file or directory to the container path `dest` (created if missing)."""
+        ...
+
+    def copy_out(self, src: str, dest: Path) -> None:
+        """Copy a container file or directory to the host path `dest`."""
+        ...
+
+    def close(self) -> None:
+        """Stop and remove the sandbox and everything it created. Idempotent."""
+        ...
