@@ -81,11 +81,14 @@ class Sandbox(Protocol):
         ...
 
     def copy_in(self, src: Path, dest: str) -> None:
-        """Copy a host file or directory to the container path `dest` (created if missing)."""
+        """Copy a host file or directory to the container path `dest`.
+
+        A file lands exactly at `dest` (a full file path); a directory's contents land inside the
+        directory `dest`. Missing parent directories are created."""
         ...
 
     def copy_out(self, src: str, dest: Path) -> None:
-        """Copy a container file or directory to the host path `dest`."""
+        """Copy a container file or directory to the host path `dest` (same rules as copy_in)."""
         ...
 
     def close(self) -> None:

@@ -1,0 +1,68 @@
+"""Format detection and dataset loading: a path becomes a list of Tasks (or load errors)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from benchmarks.task import Task, TaskLoadError
+
+
+class TaskFormatError(ValueError):
+    """A task directory is malformed. The message names the file and the field."""
+
+
+def first_error(e: ValidationError) -> str:
+    """One line for the first pydantic error: `field 'a.b': message`."""
+    err = e.errors()[0]
+    loc = ".".join(str(p) for p in err["loc"]) or "(root)"
+    if err["type"] == "missing":
+        return f"missing required field '{loc}'"
+    return f"field '{loc}': {err['msg']}"
+
+
+def dockerfile_workdir(text: str) -> str | None:
+    """The last WORKDIR of a Dockerfile, or None (= whatever the base image says)."""
+    found = re.findall(r"^\s*WORKDIR\s+(\S+)", text, flags=re.MULTILINE | re.IGNORECASE)
+    return found[-1].strip("\"'") if found else None
+
+
+def detect(task_dir: Path) -> str | None:
+    """The format of a task directory, by marker file: 'tb1', 'harbor' or None."""
+    if (task_dir / "task.yaml").is_file():
+        return "tb1"
+    if (task_dir / "task.toml").is_file():
+        return "harbor"
+    return None
+
+
+def load_task(task_dir: Path, benchmark: str) -> Task:
+    from benchmarks import harbor, tb1
+
+    fmt = detect(task_dir)
+    if fmt == "tb1":
+        return tb1.load(task_dir, benchmark)
+    if fmt == "harbor":
+        return harbor.load(task_dir, benchmark)
+    raise TaskFormatError(f"{task_dir}: no task.yaml or task.toml")
+
+
+def load_dataset(path: Path, benchmark: str) -> list[Task | TaskLoadError]:
+    """Every task under `path` (a task directory itself, or a directory of task directories),
+    sorted by id. A malformed task becomes a TaskLoadError; the others still load.
+    Raises FileNotFoundError / TaskFormatError when the path holds no task at all."""
+    path = Path(path)
+    if not path.is_dir():
+        raise FileNotFoundError(f"dataset path {path} does not exist or is not a directory")
+    dirs = [path] if detect(path) else sorted(p for p in path.iterdir() if p.is_dir() and detect(p))
+    if not dirs:
+        raise TaskFormatError(f"{path}: no tasks found (looked for task.yaml or task.toml in it and its subdirectories)")
+    out: list[Task | TaskLoadError] = []
+    for d in dirs:
+        try:
+            out.append(load_task(d, benchmark))
+        except (TaskFormatError, OSError, UnicodeDecodeError) as e:
+            out.append(TaskLoadError(id=d.name, source_dir=d, error=str(e)))
+    return out

@@ -1,0 +1,44 @@
+"""Benchmarks by name. Unknown names list the known ones."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from benchmarks.formats import load_dataset
+from benchmarks.task import Task, TaskLoadError
+
+SAMPLES = Path(__file__).parent / "samples"
+
+# name -> (description, packaged dataset dir or None when --dataset is required)
+BENCHMARKS: dict[str, tuple[str, Path | None]] = {
+    "terminalbench-sample": ("metaopt's own Terminal-Bench-style tasks (TB1 and Harbor formats), offline", SAMPLES / "terminalbench"),
+    "terminalbench": ("a local Terminal-Bench 1.x or 2.x (Harbor) checkout: --dataset PATH", None),
+}
+
+
+class BenchmarkError(ValueError):
+    """Bad benchmark name, dataset path or task selection. One line, exit 2."""
+
+
+def load_benchmark(name: str, dataset: Path | None = None, task_ids: list[str] | None = None) -> list[Task | TaskLoadError]:
+    if name not in BENCHMARKS:
+        raise BenchmarkError(f"unknown benchmark '{name}' (known: {', '.join(BENCHMARKS)})")
+    packaged = BENCHMARKS[name][1]
+    if packaged is None and dataset is None:
+        raise BenchmarkError(f"benchmark '{name}' needs --dataset PATH (a local checkout of its tasks)")
+    if packaged is not None and dataset is not None:
+        raise BenchmarkError(f"benchmark '{name}' ships its own tasks; drop --dataset (or use --benchmark terminalbench)")
+    path = Path(dataset) if dataset is not None else packaged
+    if not path.exists():
+        raise BenchmarkError(f"--dataset: {path} does not exist")
+    try:
+        tasks = load_dataset(path, name)
+    except (OSError, ValueError) as e:
+        raise BenchmarkError(str(e)) from None
+    if task_ids:
+        known = {t.id for t in tasks}
+        missing = [t for t in task_ids if t not in known]
+        if missing:
+            raise BenchmarkError(f"--tasks: unknown task id '{missing[0]}' (known: {', '.join(sorted(known))})")
+        tasks = [t for t in tasks if t.id in set(task_ids)]
+    return tasks

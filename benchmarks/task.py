@@ -1,0 +1,102 @@
+"""The Task record: what one benchmark task is, independent of its on-disk format.
+
+Adapters (tb1.py, harbor.py, ...) turn public formats into Tasks. A Task is pure data: it says
+how to build the environment, what the agent is told, how the fixed verifier runs and how its
+output is scored. Nothing the agent does can change a Task.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+ScoringKind = Literal["pytest", "reward", "spreadsheet", "val_bpb"]
+
+
+class Environment(BaseModel):
+    """Where the task's container comes from: a Dockerfile build context, or a prebuilt image."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    context_dir: Path | None = None
+    """Build context directory (holds the Dockerfile). None when only `image` is given."""
+    dockerfile: str = "Dockerfile"
+    """Dockerfile path relative to context_dir."""
+    image: str | None = None
+    """A prebuilt image reference; used when present locally (after the image map)."""
+
+
+class Resources(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    cpus: float | None = None
+    memory_mb: int | None = None
+    gpus: int = 0
+
+
+class Verifier(BaseModel):
+    """The fixed verifier: files copied in after the agent stops, and the command that runs them."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    files: list[tuple[Path, str]]
+    """(host path, container path) pairs copied in only after the agent stops."""
+    command: str
+    """Run as `user` from the task's workdir in a fresh exec."""
+    timeout_s: float
+    env: dict[str, str] = Field(default_factory=dict)
+    user: str = "root"
+
+
+class Solution(BaseModel):
+    """The task's own oracle solution."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    files: list[tuple[Path, str]] = Field(default_factory=list)
+    """(host path, container path) pairs copied in before the solution runs."""
+    command: str | None = None
+    """A shell command that runs the solution (e.g. `bash /oracle/solution.sh`)."""
+    steps: list[str] = Field(default_factory=list)
+    """Alternatively, keystroke-like commands replayed one by one in a persistent shell."""
+    step_timeouts_s: list[float] = Field(default_factory=list)
+
+
+class Task(BaseModel):
+    """One benchmark task. `id` is unique within its benchmark."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    id: str
+    benchmark: str
+    format: str
+    """On-disk format the task was loaded from: tb1, harbor, ..."""
+    source_dir: Path
+    instruction: str
+    environment: Environment
+    workdir: str = "/app"
+    agent_user: str | None = None
+    """User the agent's commands run as; None = the image's USER."""
+    agent_timeout_s: float
+    verifier: Verifier
+    scoring: ScoringKind
+    solution: Solution | None = None
+    resources: Resources = Field(default_factory=Resources)
+    network: bool = False
+    tags: list[str] = Field(default_factory=list)
+    metadata: dict[str, str | float | int | bool | None] = Field(default_factory=dict)
+    warnings: list[str] = Field(default_factory=list)
+    """Things a careful user should know (e.g. the Dockerfile copies test files into the image)."""
+
+
+class TaskLoadError(BaseModel):
+    """A task directory that could not be loaded. Recorded as an error row; other tasks still run."""
+
+    model_config = ConfigDict(frozen=True)
+
+    id: str
+    source_dir: Path
+    error: str
+    """One line naming the file and field or cause."""
