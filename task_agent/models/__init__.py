@@ -1,0 +1,64 @@
+"""Model registry: `get_model("provider/model")` -> a Model.
+
+Built-in providers: anthropic, openai, openai-compatible, fake. Plugins add providers through
+the `metaopt.models` entry-point group; each entry point names a factory
+`factory(model: str, *, base_url: str | None, context: dict | None) -> Model`, exactly as the
+built-ins below do. Nothing is imported until a provider is asked for, so importing this package
+never imports an SDK.
+"""
+
+from __future__ import annotations
+
+import importlib
+from importlib.metadata import entry_points
+from typing import Any, Callable
+
+# ALLOW_MODEL_REQUESTS is not re-exported: a copy of a bool here could not switch anything off.
+from task_agent.models.base import Model, allow_model_requests, model_requests_allowed
+from task_agent.models.errors import (MissingApiKey, ModelConfigError, ModelError,
+                                      ModelRequestsBlocked, UnknownProvider)
+
+ENTRY_POINT_GROUP = "metaopt.models"
+BUILTIN_PROVIDERS: dict[str, str] = {
+    "anthropic": "task_agent.models.anthropic:create",
+    "openai": "task_agent.models.openai:create",
+    "openai-compatible": "task_agent.models.openai:create_compatible",
+    "fake": "task_agent.models.fake:create",
+}
+
+__all__ = [
+    "BUILTIN_PROVIDERS", "ENTRY_POINT_GROUP", "MissingApiKey", "Model",
+    "ModelConfigError", "ModelError", "ModelRequestsBlocked", "UnknownProvider",
+    "allow_model_requests", "get_model", "model_requests_allowed", "providers",
+]
+
+
+def providers() -> dict[str, str]:
+    """Provider name -> "module:factory", plugins included (a built-in name cannot be replaced)."""
+    found = {ep.name: ep.value for ep in entry_points(group=ENTRY_POINT_GROUP)}
+    return {**found, **BUILTIN_PROVIDERS}
+
+
+def _load(target: str) -> Callable[..., Model]:
+    module, _, attr = target.partition(":")
+    return getattr(importlib.import_module(module), attr)
+
+
+def get_model(name: str, *, base_url: str | None = None,
+              context: dict[str, Any] | None = None) -> Model:
+    """The model called `name` ("anthropic/claude-sonnet-4-5", "openai-compatible/qwen3",
+    "fake/nop", ...).
+
+    `base_url` points a real provider at another server (required for openai-compatible unless
+    OPENAI_BASE_URL is set). `context` carries per-episode extras: `solution_commands` / `tool`
+    for fake/solution, a `retry` RetryPolicy for real providers.
+    Raises UnknownProvider (listing the known ones), MissingApiKey, or ModelConfigError.
+    """
+    provider, sep, model = name.partition("/")
+    if provider in BUILTIN_PROVIDERS:
+        target = BUILTIN_PROVIDERS[provider]
+    else:
+        target = providers().get(provider) if sep else None
+    if not sep or not model or target is None:
+        raise UnknownProvider(name, list(providers()))
+    return _load(target)(model, base_url=base_url, context=context)
