@@ -1,0 +1,78 @@
+"""Docker fixtures for the sandbox tests (imported by the test modules that need them).
+
+The test image is `metaopt-base:latest` (CI builds it before the tests) or $METAOPT_TEST_IMAGE;
+tests skip, saying why, when the daemon or the image is missing. Everything a test run creates
+carries its own run id, and cleanup removes only that: other runs share the daemon.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from collections.abc import Callable, Iterator
+
+import docker
+import docker.errors
+import pytest
+
+from sandbox.base import SandboxSpec
+from sandbox.docker import DockerBackend, DockerSandbox
+from sandbox.errors import SandboxUnavailable
+
+DEFAULT_TEST_IMAGE = "metaopt-base:latest"
+
+
+@pytest.fixture(scope="session")
+def docker_backend() -> DockerBackend:
+    try:
+        return DockerBackend()
+    except SandboxUnavailable as e:
+        pytest.skip(str(e))
+
+
+@pytest.fixture(scope="session")
+def test_image(docker_backend: DockerBackend) -> str:
+    image = os.environ.get("METAOPT_TEST_IMAGE", DEFAULT_TEST_IMAGE)
+    try:
+        docker_backend.api.inspect_image(image)
+    except docker.errors.ImageNotFound:
+        pytest.skip(f"test image {image} is not present: build it with `metaopt sandbox base` "
+                    f"or set METAOPT_TEST_IMAGE to a local Debian-based image")
+    return image
+
+
+@pytest.fixture(scope="session")
+def test_run_id(docker_backend: DockerBackend) -> Iterator[str]:
+    """A run id unique to this test session; its containers are pruned at the end."""
+    run_id = f"pytest-sbx-{secrets.token_hex(4)}"
+    yield run_id
+    docker_backend.prune(run_id)
+
+
+@pytest.fixture
+def make_sandbox(docker_backend: DockerBackend, test_image: str, test_run_id: str
+                 ) -> Iterator[Callable[..., DockerSandbox]]:
+    """make_sandbox(**spec_fields) starts a sandbox of the test image; all close at teardown."""
+    started: list[DockerSandbox] = []
+
+    def make(**fields: object) -> DockerSandbox:
+        spec = SandboxSpec(**{"image": test_image, **fields})  # type: ignore[arg-type]
+        sb = docker_backend.start(spec, run_id=test_run_id)
+        started.append(sb)
+        return sb
+
+    yield make
+    for sb in started:
+        sb.close()
+
+
+@pytest.fixture(scope="session")
+def built_images(docker_backend: DockerBackend) -> Iterator[list[str]]:
+    """Tags that tests built; removed at session end (their names are unique to the session)."""
+    tags: list[str] = []
+    yield tags
+    for tag in set(tags):
+        try:
+            docker_backend.api.remove_image(tag, force=True)
+        except docker.errors.APIError:
+            pass
