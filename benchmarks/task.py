@@ -76,7 +76,8 @@ class Task(BaseModel):
     source_dir: Path
     instruction: str
     environment: Environment
-    workdir: str = "/app"
+    workdir: str | None = None
+    """Working directory for the agent and verifier; None = the image's WORKDIR."""
     agent_user: str | None = None
     """User the agent's commands run as; None = the image's USER."""
     agent_timeout_s: float

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Set up a fresh Debian/Ubuntu machine for metaopt: Docker daemon, debootstrap, the package and
+# the offline Debian base image. Idempotent: each step is skipped when already done. Run as root.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need=()
+command -v dockerd >/dev/null 2>&1 || need+=(docker.io)
+command -v debootstrap >/dev/null 2>&1 || need+=(debootstrap)
+if [ ${#need[@]} -gt 0 ]; then
+  echo "setup: installing ${need[*]}"
+  apt-get update -q >/dev/null
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${need[@]}" >/dev/null
+fi
+
+if ! docker info >/dev/null 2>&1; then
+  echo "setup: starting dockerd (log: /tmp/metaopt-dockerd.log)"
+  nohup dockerd >/tmp/metaopt-dockerd.log 2>&1 &
+  for _ in $(seq 1 60); do docker info >/dev/null 2>&1 && break; sleep 1; done
+  docker info >/dev/null 2>&1 || { echo "setup: dockerd did not start; see /tmp/metaopt-dockerd.log" >&2; exit 1; }
+fi
+
+echo "setup: installing metaopt"
+python3 -m pip install -q -e '.[dev]'
+
+if ! docker image inspect metaopt-base:latest >/dev/null 2>&1; then
+  echo "setup: building the base image metaopt-base:latest (about 2 minutes)"
+  metaopt sandbox base
+fi
+echo "setup: done"
