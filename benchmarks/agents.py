@@ -32,8 +32,9 @@ class AgentResult:
 class Agent(Protocol):
     name: str
 
-    def run(self, task: Task, sandbox: Sandbox, timeout_s: float) -> AgentResult:
-        """Work on `task` inside `sandbox`, returning within about `timeout_s` seconds."""
+    def run(self, task: Task, sandbox: Sandbox, timeout_s: float, *, ids: dict[str, str] | None = None) -> AgentResult:
+        """Work on `task` inside `sandbox`, returning within about `timeout_s` seconds. `ids`
+        (run_id, trial_id) label the agent's traces."""
         ...
 
 
@@ -42,7 +43,7 @@ class NopAgent:
 
     name = "nop"
 
-    def run(self, task: Task, sandbox: Sandbox, timeout_s: float) -> AgentResult:
+    def run(self, task: Task, sandbox: Sandbox, timeout_s: float, *, ids: dict[str, str] | None = None) -> AgentResult:
         return AgentResult()
 
 
@@ -51,7 +52,7 @@ class OracleAgent:
 
     name = "oracle"
 
-    def run(self, task: Task, sandbox: Sandbox, timeout_s: float) -> AgentResult:
+    def run(self, task: Task, sandbox: Sandbox, timeout_s: float, *, ids: dict[str, str] | None = None) -> AgentResult:
         sol = task.solution
         if sol is None:
             return AgentResult(error=f"task {task.id} has no solution (solution.sh / solve.sh)")

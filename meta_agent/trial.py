@@ -95,7 +95,8 @@ def run_trial(task: Task | TaskLoadError, attempt: int, agent: Agent, *, backend
         with backend.start(spec, run_id=run_id) as sb:
             sb.exec("mkdir -p /logs/agent /logs/verifier /logs/artifacts", user="root")
             a0 = time.monotonic()
-            result = agent.run(task, sb, task.agent_timeout_s * timeout_multiplier)
+            result = agent.run(task, sb, task.agent_timeout_s * timeout_multiplier,
+                               ids={"run_id": run_id, "trial_id": row["trial_id"]})
             row.update(agent_duration_s=time.monotonic() - a0, agent_timed_out=result.timed_out,
                        agent_log=result.log, input_tokens=result.input_tokens,
                        output_tokens=result.output_tokens, cost_usd=result.cost_usd, trace_id=result.trace_id)

@@ -307,6 +307,20 @@ _PROMPT_PATHS = [("prompts", "system"), ("prompts", "roles", "*"), ("prompts", "
                  ("routing", "verification", "prompt")]
 
 
+SHIPPED = Path(__file__).resolve().parents[1] / "harnesses"
+
+
+def resolve_harness(ref: str | Path) -> Path:
+    """A harness folder path, or the name of a shipped harness (`baseline`, `minimal`)."""
+    path = Path(ref)
+    if path.exists() or "/" in str(ref):
+        return path
+    if (SHIPPED / str(ref) / "harness.yaml").is_file():
+        return SHIPPED / str(ref)
+    known = sorted(p.name for p in SHIPPED.iterdir() if (p / "harness.yaml").is_file())
+    raise HarnessError(f"{ref}: no such harness folder (shipped harnesses: {', '.join(known)})")
+
+
 def load_harness(path: Path) -> Harness:
     """Load the harness folder `path` (or its harness.yaml). Raises HarnessError, one line
     `<file>: <field path>: <problem>`, for anything missing, unreadable or invalid."""

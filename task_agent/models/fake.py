@@ -172,7 +172,7 @@ class SolutionModel(FakeModel):
         if step < len(self.commands):
             return [self._call(self.tool, {"command": self.commands[step]})]
         if step == len(self.commands) and any(t.name == "finish" for t in tools):
-            return [self._call("finish", {})]
+            return [self._call("finish", {"summary": "Replayed the task's own solution."})]
         return [TextPart(content="Done.")]
 
 
