@@ -3,6 +3,7 @@
 import duckdb
 import pytest
 
+from traces.migrations import MIGRATIONS
 from traces.store import Store, StoreError
 
 
@@ -11,7 +12,7 @@ def test_migrations_are_recorded_once(tmp_path):
     Store(db).close()
     with Store(db) as s:
         names = [r["name"] for r in s.rows("SELECT name FROM schema_migrations")]
-    assert names == ["0001_runs_and_trials"]
+    assert names == [name for name, _ in MIGRATIONS]
 
 
 def test_trial_round_trip(tmp_path):

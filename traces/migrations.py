@@ -46,4 +46,63 @@ MIGRATIONS: list[tuple[str, str]] = [
         );
         """,
     ),
+    (
+        "0002_spans_and_messages",
+        # Spans join trials by trace_id (trials.trace_id) or trial_id. No PRIMARY KEY and no
+        # indexes: an ART index costs the appender more than it saves at our sizes, where zone
+        # maps on the append-ordered trace_id/trial_id columns already prune well.
+        """
+        CREATE TABLE spans (
+            trace_id VARCHAR NOT NULL,       -- 32 hex
+            span_id VARCHAR NOT NULL,        -- 16 hex
+            parent_span_id VARCHAR,          -- NULL for a root span
+            name VARCHAR NOT NULL,
+            kind VARCHAR,                    -- INTERNAL | CLIENT | SERVER | PRODUCER | CONSUMER
+            start_ns BIGINT,
+            end_ns BIGINT,
+            duration_ms DOUBLE,
+            status_code VARCHAR,             -- UNSET | OK | ERROR
+            status_message VARCHAR,
+            service_name VARCHAR,
+            scope_name VARCHAR,
+            run_id VARCHAR,                  -- metaopt.run.id
+            trial_id VARCHAR,                -- metaopt.trial.id
+            task_id VARCHAR,                 -- metaopt.task.id
+            harness_version VARCHAR,         -- gen_ai.agent.version
+            operation_name VARCHAR,          -- invoke_agent | chat | execute_tool | ...
+            provider VARCHAR,
+            request_model VARCHAR,
+            response_model VARCHAR,
+            agent_name VARCHAR,
+            conversation_id VARCHAR,
+            tool_name VARCHAR,
+            tool_call_id VARCHAR,
+            input_tokens BIGINT,             -- includes cached tokens
+            output_tokens BIGINT,            -- includes reasoning tokens
+            reasoning_tokens BIGINT,
+            cache_read_tokens BIGINT,
+            cache_write_tokens BIGINT,
+            finish_reasons VARCHAR[],
+            error_type VARCHAR,
+            cost_usd DOUBLE,                 -- metaopt.cost_usd; NULL when unknown
+            attributes JSON,                 -- every attribute (hot ones too) but the content, which is in messages
+            resource JSON,
+            events JSON                      -- [{name, ts_ns, attributes}]
+        );
+        CREATE TABLE messages (
+            trace_id VARCHAR NOT NULL,
+            span_id VARCHAR NOT NULL,
+            trial_id VARCHAR,
+            direction VARCHAR NOT NULL,      -- input | output | system | tool_call | tool_result
+            idx INTEGER,                     -- position in the conversation (system excluded)
+            role VARCHAR,
+            part_idx INTEGER,
+            part_type VARCHAR,               -- text | reasoning | tool_call | tool_call_response | ...
+            text VARCHAR,                    -- searchable text of the part (arguments as JSON)
+            tool_call_id VARCHAR,
+            tool_name VARCHAR,
+            json JSON                        -- the part as emitted
+        );
+        """,
+    ),
 ]
