@@ -23,6 +23,12 @@ sandbox_app = typer.Typer(no_args_is_help=True, help="Sandbox images and cleanup
 benchmarks_app = typer.Typer(no_args_is_help=True, help="Built-in and supported benchmarks.")
 app.add_typer(sandbox_app, name="sandbox")
 app.add_typer(benchmarks_app, name="benchmarks")
+
+
+def _register_traces() -> None:
+    from meta_agent.cli_traces import app as traces_app
+
+    app.add_typer(traces_app, name="traces")
 err = Console(stderr=True)
 
 DB_HELP = "DuckDB store file (default ./.metaopt/metaopt.duckdb)."
@@ -68,7 +74,10 @@ def _sigterm_as_interrupt() -> None:
 def eval_cmd(
     benchmark: str = typer.Option(..., "--benchmark", "-b", help="Benchmark name (see `metaopt benchmarks list`)."),
     dataset: Optional[Path] = typer.Option(None, "--dataset", help="Task directory or directory of tasks."),
-    agent: str = typer.Option("oracle", "--agent", help="oracle (the task's own solution) or nop (does nothing)."),
+    agent: Optional[str] = typer.Option(None, "--agent", help="oracle (the task's own solution) or nop (does nothing); default oracle unless --model is given."),
+    model: Optional[str] = typer.Option(None, "--model", "-m", help="Run the harness agent with this model: provider/model (anthropic/..., openai/..., openai-compatible/..., fake/solution, fake/nop, fake/script:PATH)."),
+    harness: Optional[str] = typer.Option(None, "--harness", help="Harness folder, or the name of a shipped one (baseline, minimal). Default: baseline."),
+    base_url: Optional[str] = typer.Option(None, "--base-url", help="Server for openai-compatible/ models (else OPENAI_BASE_URL)."),
     tasks: Optional[str] = typer.Option(None, "--tasks", help="Comma-separated task ids (default: all)."),
     trials: int = typer.Option(1, "--trials", "-k", min=1, help="Attempts per task."),
     concurrency: int = typer.Option(2, "--concurrency", "-j", min=1, help="Trials running at once."),
@@ -79,18 +88,18 @@ def eval_cmd(
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object with the results on stdout."),
 ) -> None:
     """Run an agent on a benchmark's tasks and score every trial with the task's own verifier."""
-    from benchmarks.agents import AGENTS
     from benchmarks.registry import load_benchmark
     from meta_agent.runner import new_run_id, run_eval
     from traces.store import Store
 
-    if agent not in AGENTS:
-        fail(f"--agent: unknown agent '{agent}' (known: {', '.join(AGENTS)})")
     with user_errors():
         task_list = load_benchmark(benchmark, dataset, [t.strip() for t in tasks.split(",") if t.strip()] if tasks else None)
+        the_agent = _agent(agent, model, harness, base_url)
         backend = _backend(image_map)
         backend.ping()
         store = Store(db)
+        if hasattr(the_agent, "tracing"):
+            the_agent.tracing = _tracing(store)
     run_id = new_run_id()
     _sigterm_as_interrupt()
     total = len(task_list) * trials
@@ -98,23 +107,59 @@ def eval_cmd(
                         TextColumn("{task.fields[last]}"), TimeElapsedColumn(), console=err, transient=as_json)
     try:
         with progress, user_errors():
-            bar = progress.add_task(f"{benchmark} / {agent}", total=total, last="")
+            bar = progress.add_task(f"{benchmark} / {the_agent.name}", total=total, last="")
 
             def on_trial(row: dict) -> None:
                 progress.update(bar, advance=1, last=f"{row['task_id']}: {row['status']}")
 
-            result = run_eval(task_list, AGENTS[agent](), benchmark=benchmark, backend=backend, store=store,
+            result = run_eval(task_list, the_agent, benchmark=benchmark, backend=backend, store=store,
                               trials=trials, concurrency=concurrency, timeout_multiplier=timeout_multiplier,
                               run_id=run_id, dataset=str(dataset) if dataset else None, on_trial=on_trial)
     except KeyboardInterrupt:
         err.print(f"interrupted: finished trials of {run_id} are in {db}; containers removed")
         raise typer.Exit(130)
     finally:
+        if getattr(the_agent, "tracing", None) is not None:
+            the_agent.tracing.shutdown()
         store.close()
     if as_json:
         print(json.dumps(result.to_json()))
     else:
         _print_table(result, db)
+
+
+def _agent(agent: Optional[str], model: Optional[str], harness: Optional[str], base_url: Optional[str]):
+    """The agent to run: a reference agent (--agent) or the harness agent (--model)."""
+    from benchmarks.agents import AGENTS
+    from meta_agent.agents import HarnessAgent
+    from task_agent.harness import HarnessError, load_harness, resolve_harness
+    from task_agent.models import get_model
+    from task_agent.models.errors import ModelConfigError
+
+    if model is None:
+        if harness is not None:
+            fail("--harness needs --model (the model that runs the harness)")
+        agent = agent or "oracle"
+        if agent not in AGENTS:
+            fail(f"--agent: unknown agent '{agent}' (known: {', '.join(AGENTS)})")
+        return AGENTS[agent]()
+    if agent is not None:
+        fail("give either --agent (oracle, nop) or --model, not both")
+    try:
+        h = load_harness(resolve_harness(harness or "baseline"))
+        if model != "fake/solution":  # fake/solution needs a task; everything else is checked now
+            get_model(model, base_url=base_url)
+    except HarnessError as e:
+        fail(f"--harness: {e}")
+    except ModelConfigError as e:
+        fail(f"--model: {e}")
+    return HarnessAgent(h, model, base_url=base_url)
+
+
+def _tracing(store):
+    from traces.tracing import Tracing
+
+    return Tracing.for_store(store)
 
 
 def _print_table(result, db: Path) -> None:
@@ -170,6 +215,7 @@ def benchmarks_list() -> None:
 
 
 def main() -> None:
+    _register_traces()
     app()
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 import docker
 import pytest
 
+from benchmarks.registry import load_benchmark
 from traces.store import Store
 
 pytestmark = pytest.mark.docker
@@ -45,10 +46,15 @@ def harbor_task(root: Path, name: str, solve: str, test_sh: str, agent_timeout: 
 REWARD_FROM_FILE = "mkdir -p /logs/verifier; if [ -f /app/done ]; then echo 1; else echo 0; fi > /logs/verifier/reward.txt\n"
 
 
-@pytest.mark.parametrize("agent, expected", [("oracle", 1.0), ("nop", 0.0)])
-def test_sample_tasks_oracle_scores_one_and_nop_zero(tmp_path, agent, expected):
+@pytest.mark.parametrize("how, agent, expected", [
+    (["--agent", "oracle"], "oracle", 1.0),
+    (["--agent", "nop"], "nop", 0.0),
+    (["--model", "fake/solution"], "baseline@fake/solution", 1.0),  # the solution through the tool path
+    (["--model", "fake/nop", "--harness", "minimal"], "minimal@fake/nop", 0.0),
+])
+def test_sample_tasks_oracle_scores_one_and_nop_zero(tmp_path, how, agent, expected):
     db = tmp_path / "s.duckdb"
-    r = metaopt("eval", "--benchmark", "terminalbench-sample", "--agent", agent, "--db", str(db), "--json", "-j", "2")
+    r = metaopt("eval", "--benchmark", "terminalbench-sample", *how, "--db", str(db), "--json", "-j", "2")
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
     ids = sorted(p.name for p in SAMPLES.iterdir() if p.is_dir())
@@ -63,6 +69,32 @@ def test_sample_tasks_oracle_scores_one_and_nop_zero(tmp_path, agent, expected):
         assert all(r["image"].startswith("metaopt-task/") for r in rows)
         assert all(json.loads(r["tests"]) for r in rows), "per-test results recorded"
         assert s.rows("SELECT status FROM runs")[0]["status"] == "finished"
+        if "--model" in how:
+            assert_traces(s, rows)
+
+
+def assert_traces(s: Store, rows: list[dict]) -> None:
+    """Each trial: one invoke_agent span, one chat span per model call, one execute_tool span per
+    tool call, carrying the command and its output."""
+    for row in rows:
+        spans = s.rows("SELECT span_id, parent_span_id, operation_name, tool_name FROM spans "
+                       "WHERE trace_id = ? ORDER BY start_ns", [row["trace_id"]])
+        [root] = [x for x in spans if x["operation_name"] == "invoke_agent"]
+        chats = [x for x in spans if x["operation_name"] == "chat"]
+        tools = [x for x in spans if x["operation_name"] == "execute_tool"]
+        assert len(spans) == 1 + len(chats) + len(tools)
+        assert all(x["parent_span_id"] == root["span_id"] for x in chats + tools)
+        calls = s.rows("SELECT count(*) AS n FROM messages WHERE trace_id = ? AND direction = 'output' "
+                       "AND part_type = 'tool_call'", [row["trace_id"]])[0]["n"]
+        assert len(tools) == calls
+        if row["score"] == 1.0:  # fake/solution: the task's solution ran through the bash tool
+            [task] = load_benchmark("terminalbench-sample", task_ids=[row["task_id"]])
+            first = task.solution.command or task.solution.steps[0]
+            bash = [x for x in tools if x["tool_name"] == "bash"][0]
+            msgs = {m["direction"]: m["text"] for m in s.rows(
+                "SELECT direction, text FROM messages WHERE span_id = ?", [bash["span_id"]])}
+            assert json.loads(msgs["tool_call"]) == {"command": first}
+            assert "tool_result" in msgs
 
 
 def test_bad_tasks_become_error_rows_and_the_others_run(tmp_path):
