@@ -132,7 +132,8 @@ def _agent(agent: Optional[str], model: Optional[str], harness: Optional[str], b
     """The agent to run: a reference agent (--agent) or the harness agent (--model)."""
     from benchmarks.agents import AGENTS
     from meta_agent.agents import HarnessAgent
-    from task_agent.harness import HarnessError, load_harness, resolve_harness
+    from task_agent.harness import HarnessError
+    from task_agent.harness_io import load_harness, resolve_harness
     from task_agent.models import get_model
     from task_agent.models.errors import ModelConfigError
 

@@ -6,7 +6,7 @@
    so `apt-get install -y curl` succeeds offline when curl is already installed);
 2. stream the rootfs into Docker as an image (`docker import`, through the SDK);
 3. meanwhile, on the host, `pip download` the wheels the benchmark test scripts ask for (uv, pytest
-   8.4.1 / 8.4.2 and their dependencies, pytest-json-ctrf);
+   8.4.1 / 8.4.2 and their dependencies, pytest-json-ctrf; see sandbox.base_wheels);
 4. build the final image FROM the imported rootfs: wheels in /opt/metaopt/wheels, the uv and uvx
    binaries in /usr/local/bin and /root/.local/bin, /root/.local/bin/env (what the uv installer
    writes), and an environment that points uv and pip at the local wheels and never at the network.
@@ -25,7 +25,6 @@ from __future__ import annotations
 import datetime as _dt
 import io
 import os
-import platform
 import re
 import shutil
 import subprocess
@@ -33,11 +32,12 @@ import tarfile
 import tempfile
 import threading
 import time
-import zipfile
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from sandbox.base_wheels import download_wheels, uv_binaries
 
 if TYPE_CHECKING:  # pragma: no cover
     import docker
@@ -49,15 +49,6 @@ BASE_PACKAGES: tuple[str, ...] = (
     "bash", "coreutils", "python3", "python3-pytest", "python3-venv", "python3-pip", "tmux", "git",
     "curl", "ca-certificates", "build-essential", "sqlite3", "python3-openpyxl", "procps", "jq",
     "less", "vim-tiny", "file", "unzip", "zip", "xz-utils",
-)
-
-# Wheel sets, one `pip download` each (two pytest pins cannot share one resolution).
-# colorama is a win32-only dependency of pytest: `uv add` locks for every platform, so it must be
-# resolvable too even though it is never installed on Linux.
-WHEEL_SETS: tuple[tuple[str, ...], ...] = (
-    ("uv",),
-    ("pytest==8.4.1", "pytest-json-ctrf==0.3.5", "colorama"),
-    ("pytest==8.4.2", "pytest-json-ctrf==0.3.5"),
 )
 
 WHEELS_DIR = "/opt/metaopt/wheels"
@@ -122,7 +113,7 @@ def build_base_image(
 
         def fetch() -> None:
             try:
-                _download_wheels(wheels_dir)
+                download_wheels(wheels_dir)
             except BaseException as exc:  # re-raised in the caller's thread
                 wheel_result["error"] = exc
 
@@ -304,62 +295,6 @@ def _import_rootfs(client: docker.DockerClient, rootfs: Path, suite: str) -> str
     return m[-1]
 
 
-# ----------------------------------------------------------------------------------- wheels
-
-
-def _pip_platforms() -> list[str]:
-    arch = platform.machine() or "x86_64"
-    arch = {"amd64": "x86_64", "arm64": "aarch64"}.get(arch.lower(), arch)
-    return [f"manylinux_2_17_{arch}", f"manylinux2014_{arch}", f"manylinux_2_28_{arch}"]
-
-
-def _download_wheels(dest: Path) -> None:
-    """`pip download` each wheel set for CPython 3.11 on this machine's architecture (in parallel)."""
-    base = [
-        os.environ.get("METAOPT_PIP_PYTHON") or _host_python(), "-m", "pip", "download",
-        "--disable-pip-version-check", "--no-input", "--progress-bar", "off",
-        "--only-binary=:all:", "--python-version", "3.11", "--implementation", "cp",
-        "-d", str(dest),
-    ]
-    for plat in _pip_platforms():
-        base += ["--platform", plat]
-    procs = [
-        (reqs, subprocess.Popen([*base, *reqs], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
-        for reqs in WHEEL_SETS
-    ]
-    errors = []
-    for reqs, proc in procs:
-        out, err = proc.communicate()
-        if proc.returncode != 0:
-            lines = [ln.strip() for ln in (err or out).splitlines() if ln.strip()]
-            reason = next((ln for ln in reversed(lines) if ln.startswith("ERROR")), lines[-1] if lines else "")
-            errors.append(f"pip download {' '.join(reqs)} failed (exit {proc.returncode}): {reason}")
-    if errors:
-        raise RuntimeError(errors[0])
-    if not list(dest.glob("uv-*.whl")):
-        raise RuntimeError("pip download failed: no uv wheel was downloaded")
-
-
-def _host_python() -> str:
-    import sys
-
-    return sys.executable or "python3"
-
-
-def _uv_binaries(wheels_dir: Path) -> dict[str, bytes]:
-    """The uv and uvx executables from the uv wheel's `uv-*.data/scripts/`."""
-    wheel = sorted(wheels_dir.glob("uv-*.whl"))[-1]
-    out: dict[str, bytes] = {}
-    with zipfile.ZipFile(wheel) as zf:
-        for name in zf.namelist():
-            m = re.fullmatch(r"uv-[^/]+\.data/scripts/(uvx?)", name)
-            if m:
-                out[m.group(1)] = zf.read(name)
-    if "uv" not in out:
-        raise RuntimeError(f"{wheel.name} holds no uv binary under uv-*.data/scripts/")
-    return out
-
-
 # ----------------------------------------------------------------------------------- final image
 
 
@@ -390,7 +325,7 @@ def _dockerfile(rootfs_id: str, binaries: Iterable[str]) -> str:
 
 
 def _build_final(client: docker.DockerClient, rootfs_id: str, wheels_dir: Path):
-    binaries = _uv_binaries(wheels_dir)
+    binaries = uv_binaries(wheels_dir)
     buf = io.BytesIO()  # ~20 MB: the uv wheel dominates
 
     def add(tf: tarfile.TarFile, name: str, data: bytes, mode: int = 0o644) -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from task_agent.harness import harness_from_data, load_harness, resolve_harness
+from task_agent.harness_io import harness_from_data, load_harness, resolve_harness
 from task_agent.loop import DROPPED, TaskAgent
 from task_agent.models import allow_model_requests, get_model
 from traces.store import Store

@@ -1,4 +1,4 @@
-"""sandbox.base_image: the parts that need neither root, debootstrap nor a Docker daemon."""
+"""sandbox.base_image and sandbox.base_wheels: the parts that need neither root, debootstrap nor a Docker daemon."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import zipfile
 import pytest
 
 from sandbox import base_image as bi
+from sandbox import base_wheels as bw
 
 
 def test_preflight_names_missing_debootstrap(monkeypatch):
@@ -34,9 +35,9 @@ def test_pip_download_failure_is_one_line(monkeypatch, tmp_path):
         def communicate(self):
             return "", "Looking in indexes: x\nERROR: No matching distribution found for uv\n"
 
-    monkeypatch.setattr(bi.subprocess, "Popen", FailingPopen)
+    monkeypatch.setattr(bw.subprocess, "Popen", FailingPopen)
     with pytest.raises(RuntimeError) as info:
-        bi._download_wheels(tmp_path)
+        bw.download_wheels(tmp_path)
     msg = str(info.value)
     assert "\n" not in msg and "pip download" in msg and "No matching distribution" in msg
 
@@ -47,7 +48,7 @@ def test_uv_binaries_come_from_the_wheel_scripts(tmp_path):
         zf.writestr("uv-0.9.0.data/scripts/uv", b"UV")
         zf.writestr("uv-0.9.0.data/scripts/uvx", b"UVX")
         zf.writestr("uv/__init__.py", b"")
-    assert bi._uv_binaries(tmp_path) == {"uv": b"UV", "uvx": b"UVX"}
+    assert bw.uv_binaries(tmp_path) == {"uv": b"UV", "uvx": b"UVX"}
 
 
 def test_dockerfile_sets_offline_environment():

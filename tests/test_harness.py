@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from task_agent.harness import Harness, HarnessError, harness_from_data, load_harness
+from task_agent.harness import Harness, HarnessError
+from task_agent.harness_io import harness_from_data, load_harness
 
 HARNESSES = Path(__file__).resolve().parent.parent / "harnesses"
 

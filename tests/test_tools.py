@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 
 from sandbox.base import SandboxSpec
-from task_agent.harness import ToolDef, load_harness
+from task_agent.harness import ToolDef
+from task_agent.harness_io import load_harness
 from task_agent.tools import check_arguments, render_command, run_tool
 from task_agent.truncate import truncate_middle
 from _docker_fixtures import docker_backend, test_image  # noqa: F401  (fixtures)
