@@ -77,8 +77,10 @@ class ToolDef(_Strict):
         needed = _KIND_REQUIRES.get(self.kind)
         if needed and getattr(self, needed) is None:
             raise ValueError(f"{needed} is required for {self.kind} tools")
+        # session at its default is allowed everywhere, so a full model_dump() validates again
         given = {f for f in ("template", "script", "role", "session")
-                 if f in self.model_fields_set and getattr(self, f) is not None}
+                 if f in self.model_fields_set and getattr(self, f) is not None
+                 and not (f == "session" and self.session == "persistent")}
         if stray := sorted(given - _KIND_FIELDS[self.kind]):
             raise ValueError(f"{', '.join(stray)} does not apply to {self.kind} tools")
         field = "parameters"
