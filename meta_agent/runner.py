@@ -75,16 +75,23 @@ def run_eval(
     run_id: str | None = None,
     dataset: str | None = None,
     on_trial: Callable[[dict[str, Any]], None] | None = None,
+    extra: dict[str, Any] | None = None,
 ) -> EvalResult:
-    """Run `trials` attempts of every task with `agent`; record each finished trial in `store`."""
+    """Run `trials` attempts of every task with `agent`; record each finished trial in `store`.
+
+    Idempotent per run id: a (task, attempt) whose trial is already in the store is not run again
+    (its stored row is part of the result), so re-running a run id resumes it. `extra` columns
+    (experiment_id, candidate_id, split) are added to every new row."""
     run_id = run_id or new_run_id()
     result = EvalResult(run_id, benchmark, agent.name)
+    done = {(r["task_id"], r["attempt"]): r for r in store.trials(run_id)}
+    result.rows.extend(done.values())
     store.begin_run(run_id, benchmark=benchmark, agent=agent.name, dataset=dataset,
                     args={"trials": trials, "concurrency": concurrency, "timeout_multiplier": timeout_multiplier,
                           "tasks": [t.id for t in tasks]})
     images = ImageCache(backend)
     hw = hardware()
-    jobs = [(t, k) for k in range(trials) for t in tasks]
+    jobs = [(t, k) for k in range(trials) for t in tasks if (t.id, k) not in done]
     pool = ThreadPoolExecutor(max_workers=max(1, concurrency), thread_name_prefix="trial")
     pending: set[Future] = set()
     try:
@@ -96,7 +103,7 @@ def run_eval(
             for fut in done:
                 row = fut.result()
                 row.setdefault("benchmark", benchmark)
-                row["hardware"] = hw
+                row.update(extra or {}, hardware=hw)
                 store.add_trial(row)
                 result.rows.append(row)
                 if on_trial:

@@ -105,4 +105,63 @@ MIGRATIONS: list[tuple[str, str]] = [
         );
         """,
     ),
+    (
+        "0003_experiment_ledger",
+        """
+        CREATE TABLE experiments (
+            experiment_id VARCHAR PRIMARY KEY,
+            benchmark VARCHAR NOT NULL,
+            config JSON NOT NULL,            -- every option the run was started with
+            splits JSON NOT NULL,            -- {train: [task ids], validation: [...], test: [...]}
+            status VARCHAR NOT NULL,         -- running | finished | interrupted | failed
+            started_at TIMESTAMP NOT NULL,
+            finished_at TIMESTAMP,
+            result JSON                      -- the final report (the --json object)
+        );
+        CREATE TABLE candidates (
+            candidate_id VARCHAR PRIMARY KEY,
+            experiment_id VARCHAR NOT NULL,
+            parent_id VARCHAR,
+            iteration INTEGER NOT NULL,      -- 0 = the starting harness
+            status VARCHAR NOT NULL,         -- baseline | pending | accepted | rejected | inconclusive | invalid
+            proposer VARCHAR,
+            rationale VARCHAR,
+            evidence JSON,                   -- trial ids / span ids the proposal cites
+            diff VARCHAR,                    -- unified diff against the parent's harness files
+            harness JSON NOT NULL,           -- full snapshot of the harness
+            harness_hash VARCHAR NOT NULL,
+            status_reason VARCHAR,
+            created_at TIMESTAMP NOT NULL
+        );
+        CREATE TABLE gate_decisions (
+            experiment_id VARCHAR NOT NULL,
+            candidate_id VARCHAR NOT NULL,
+            parent_id VARCHAR,
+            stage VARCHAR NOT NULL,          -- smoke | screen | validation
+            outcome VARCHAR NOT NULL,        -- pass | fail | accept | reject | inconclusive
+            delta DOUBLE,
+            se DOUBLE,
+            threshold DOUBLE,
+            n_tasks INTEGER,
+            coverage DOUBLE,
+            reason VARCHAR NOT NULL,
+            rule VARCHAR NOT NULL,
+            details JSON,
+            decided_at TIMESTAMP NOT NULL
+        );
+        CREATE TABLE budget_ledger (
+            experiment_id VARCHAR NOT NULL,
+            candidate_id VARCHAR,
+            kind VARCHAR NOT NULL,           -- task | meta
+            ref VARCHAR,                     -- trial id, or the proposal it paid for
+            usd DOUBLE,                      -- NULL when the price is unknown
+            input_tokens BIGINT,
+            output_tokens BIGINT,
+            recorded_at TIMESTAMP NOT NULL
+        );
+        ALTER TABLE trials ADD COLUMN experiment_id VARCHAR;
+        ALTER TABLE trials ADD COLUMN candidate_id VARCHAR;
+        ALTER TABLE trials ADD COLUMN split VARCHAR;
+        """,
+    ),
 ]

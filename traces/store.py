@@ -66,7 +66,8 @@ class Store:
     # -- runs -----------------------------------------------------------------------------
     def begin_run(self, run_id: str, *, benchmark: str, agent: str, dataset: str | None, args: dict[str, Any]) -> None:
         self.con.execute(
-            "INSERT INTO runs (run_id, benchmark, agent, dataset, args, started_at, status) VALUES (?, ?, ?, ?, ?, ?, 'running')",
+            "INSERT INTO runs (run_id, benchmark, agent, dataset, args, started_at, status) VALUES (?, ?, ?, ?, ?, ?, 'running')"
+            " ON CONFLICT (run_id) DO UPDATE SET status = 'running', finished_at = NULL",  # a resumed run
             [run_id, benchmark, agent, dataset, json.dumps(args, default=str), now()],
         )
 

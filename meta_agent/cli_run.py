@@ -1,0 +1,116 @@
+"""`metaopt run`: the optimizer from the command line (a thin layer over meta_agent.optimize)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+
+err = Console(stderr=True)
+
+
+def run_cmd(
+    benchmark: Optional[str] = typer.Option(None, "--benchmark", "-b", help="Benchmark name (not needed with --resume)."),
+    dataset: Optional[Path] = typer.Option(None, "--dataset", help="Task directory or directory of tasks."),
+    harness: str = typer.Option("baseline", "--harness", help="Starting harness: a folder or a shipped name."),
+    model: Optional[str] = typer.Option(None, "--model", "-m", help="Task model, provider/model (e.g. fake/solution)."),
+    meta_model: str = typer.Option("heuristic", "--meta-model", help="heuristic (no model); LLM meta-agents are not built yet."),
+    strategy: str = typer.Option("greedy", "--strategy", help="greedy."),
+    trials: int = typer.Option(3, "--trials", "-k", min=1, help="Trials per task and candidate (K)."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the split and the strategy."),
+    split: str = typer.Option("0.5,0.25,0.25", "--split", help="train,validation,test fractions."),
+    budget_usd: Optional[float] = typer.Option(None, "--budget-usd", help="Stop when task + meta spend reach this."),
+    max_trials: Optional[int] = typer.Option(None, "--max-trials", help="Stop after this many trials."),
+    max_iterations: int = typer.Option(10, "--max-iterations", min=1, help="Proposals at most."),
+    time_limit: Optional[float] = typer.Option(None, "--time-limit", help="Stop after this many seconds."),
+    target_score: Optional[float] = typer.Option(None, "--target-score", help="Stop when validation reaches it."),
+    plateau: int = typer.Option(3, "--plateau", min=1, help="Stop after this many proposals without a gain."),
+    allow_model_changes: bool = typer.Option(False, "--allow-model-changes", help="Let revisions change model knobs."),
+    concurrency: int = typer.Option(2, "--concurrency", "-j", min=1),
+    base_url: Optional[str] = typer.Option(None, "--base-url"),
+    resume: Optional[str] = typer.Option(None, "--resume", help="Finish an interrupted experiment."),
+    db: Path = typer.Option(Path(".metaopt/metaopt.duckdb"), "--db"),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object at the end."),
+) -> None:
+    """Optimize a harness: propose revisions from traces, keep only what the gate accepts."""
+    from benchmarks.registry import load_benchmark
+    from benchmarks.task import Task
+    from meta_agent.cli import _backend, _tracing, fail, user_errors
+    from meta_agent.optimize import Experiment, RunConfig, new_experiment_id
+    from meta_agent.proposers import PROPOSERS
+    from meta_agent.splits import SplitError, parse_split, split_tasks
+    from meta_agent.strategies import STRATEGIES
+    from meta_agent.ledger import Ledger
+    from task_agent.harness_io import load_harness, resolve_harness
+    from task_agent.harness import HarnessError
+    from traces.store import Store
+
+    if budget_usd is not None and budget_usd <= 0:
+        fail("--budget-usd must be more than 0")
+    if meta_model not in PROPOSERS:
+        fail(f"--meta-model: '{meta_model}' is not available (known: {', '.join(PROPOSERS)}; the llm meta-agent is not built yet)")
+    if strategy not in STRATEGIES:
+        fail(f"--strategy: unknown strategy '{strategy}' (known: {', '.join(STRATEGIES)})")
+    with user_errors():
+        if resume:
+            if not db.exists():
+                fail(f"--resume: no store at {db}")
+            store = Store(db)
+            exp = Ledger(store, resume).experiment()
+            if exp is None:
+                store.close()
+                fail(f"--resume: no experiment '{resume}' in {db}")
+            cfg = RunConfig.model_validate(exp["config"]["run"])
+            start = None
+            splits, exp_id = exp["splits"], resume
+            tasks = load_benchmark(cfg.benchmark, Path(cfg.dataset) if cfg.dataset else None)
+        else:
+            if not benchmark or not model:
+                fail("--benchmark and --model are required (or --resume EXPERIMENT)")
+            try:
+                fractions = parse_split(split)
+                start = load_harness(resolve_harness(harness))
+            except (SplitError, HarnessError) as e:
+                fail(str(e) if isinstance(e, SplitError) else f"--harness: {e}")
+            cfg = RunConfig(benchmark=benchmark, dataset=str(dataset) if dataset else None, model=model,
+                            meta_model=meta_model, strategy=strategy, trials=trials, seed=seed, split=fractions,
+                            budget_usd=budget_usd, max_trials=max_trials, max_iterations=max_iterations,
+                            time_limit_s=time_limit, target_score=target_score, plateau=plateau,
+                            allow_model_changes=allow_model_changes, concurrency=concurrency, base_url=base_url)
+            tasks = load_benchmark(benchmark, dataset)
+            try:
+                splits = split_tasks([t.id for t in tasks if isinstance(t, Task)], seed, fractions)
+            except SplitError as e:
+                fail(str(e))
+            exp_id = new_experiment_id()
+        backend = _backend(None)
+        backend.ping()
+        if not resume:
+            store = Store(db)
+            Ledger(store, exp_id).create(cfg.benchmark, {"run": cfg.model_dump(mode="json"), "harness": harness}, splits)
+        tracing = _tracing(store)
+    experiment = Experiment(cfg, tasks, splits, start, store=store, backend=backend, tracing=tracing,
+                            experiment_id=exp_id, on_event=lambda line: err.print(line, highlight=False, markup=False))
+    n = len(splits["train"]) + len(splits["validation"])
+    err.print(f"experiment {exp_id}: train {len(splits['train'])}, validation {len(splits['validation'])}, "
+              f"test {len(splits['test'])} tasks (sealed); pre-flight: baseline {n * cfg.trials} trials, "
+              f"each iteration up to {1 + (len(splits['train']) + len(splits['validation'])) * cfg.trials} trials, "
+              f"test {2 * len(splits['test']) * cfg.trials}", highlight=False)
+    try:
+        result = experiment.run()
+    except KeyboardInterrupt:
+        Ledger(store, exp_id).finish("interrupted")
+        err.print(f"interrupted: resume with `metaopt run --resume {exp_id} --db {db}`")
+        raise typer.Exit(130)
+    finally:
+        tracing.shutdown()
+        store.close()
+    if as_json:
+        print(json.dumps(result, default=str))
+    else:
+        err.print(f"baseline test {result['baseline_test_score']:.3f} -> best {result['best_test_score']:.3f} "
+                  f"({result['best_candidate']}); {result['accepted']} accepted of {result['iterations']}; "
+                  f"spend ${result['spend_usd']:.2f}; {result['stop_reason']}", highlight=False)

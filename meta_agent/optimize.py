@@ -1,0 +1,233 @@
+"""`metaopt run`: propose, validate, screen, gate; evaluate the sealed test split once at the end.
+
+    baseline x K on train + validation (measures the noise floor)
+    repeat: parent = strategy.select(); revision = proposer.propose(parent, its failing train trials)
+            invalid?  (schema, diff guard, 1-task smoke run)       -> status invalid
+            screen    (child on the train tasks the parent failed) -> rejected on fail
+            validate  (child x K on validation; paired gate)       -> accepted | rejected | inconclusive
+    test: baseline and best, x K, once
+
+Every trial is keyed by (experiment, candidate, split, task, attempt) through a deterministic run
+id, so `--resume` re-runs nothing that finished; every decision is a ledger row written first.
+"""
+
+from __future__ import annotations
+
+import random
+import secrets
+import time
+from datetime import datetime
+from typing import Any, Callable
+
+from pydantic import BaseModel, ConfigDict
+
+from benchmarks.task import Task, TaskLoadError
+from meta_agent.agents import HarnessAgent
+from meta_agent.gate import GateRule, NoiseFloor, Scores, confidence_interval, decide, rule_text, screen
+from meta_agent.guard import Guard
+from meta_agent.ledger import Ledger
+from meta_agent.proposers import Evidence, get_proposer
+from meta_agent.runner import run_eval
+from meta_agent.strategies import get_strategy
+from task_agent.harness import Harness
+from traces.store import Store
+
+
+class RunConfig(BaseModel):
+    """Everything an experiment was started with (stored, and reused by --resume)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    benchmark: str
+    dataset: str | None = None
+    model: str
+    meta_model: str = "heuristic"
+    strategy: str = "greedy"
+    trials: int = 3
+    seed: int = 0
+    split: tuple[float, float, float] = (0.5, 0.25, 0.25)
+    budget_usd: float | None = None
+    max_trials: int | None = None
+    max_iterations: int = 10
+    time_limit_s: float | None = None
+    target_score: float | None = None
+    plateau: int = 3
+    allow_model_changes: bool = False
+    concurrency: int = 2
+    base_url: str | None = None
+    gate: GateRule = GateRule()
+
+
+def new_experiment_id() -> str:
+    return f"exp-{datetime.now():%Y%m%d-%H%M%S}-{secrets.token_hex(2)}"
+
+
+class Experiment:
+    def __init__(self, cfg: RunConfig, tasks: list[Task], splits: dict[str, list[str]], start: Harness, *,
+                 store: Store, backend: Any, tracing: Any, experiment_id: str,
+                 on_event: Callable[[str], None] = lambda line: None):
+        self.cfg, self.store, self.backend, self.tracing, self.say = cfg, store, backend, tracing, on_event
+        self.tasks = {t.id: t for t in tasks if isinstance(t, Task)}
+        self.splits, self.start, self.id = splits, start, experiment_id
+        self.ledger = Ledger(store, experiment_id)
+        self.proposer = get_proposer(cfg.meta_model)
+        self.strategy = get_strategy(cfg.strategy)
+        self.guard = Guard(list(self.tasks.values()))
+        self.t0 = time.monotonic()
+
+    # -- evaluation ------------------------------------------------------------------------
+    def evaluate(self, cid: str, harness: Harness, split: str, task_ids: list[str], k: int) -> tuple[Scores, list[dict]]:
+        agent = HarnessAgent(harness, self.cfg.model, base_url=self.cfg.base_url, tracing=self.tracing)
+        result = run_eval([self.tasks[t] for t in task_ids], agent, benchmark=self.cfg.benchmark,
+                          backend=self.backend, store=self.store, trials=k, concurrency=self.cfg.concurrency,
+                          run_id=f"{cid}:{split}", dataset=self.cfg.dataset,
+                          extra={"experiment_id": self.id, "candidate_id": cid, "split": split},
+                          on_trial=lambda row: self.ledger.spend("task", cid, row["trial_id"], row.get("cost_usd"),
+                                                                 row.get("input_tokens") or 0, row.get("output_tokens") or 0))
+        scores: Scores = {t: [None] * k for t in task_ids}
+        for r in result.rows:
+            scores[r["task_id"]][r["attempt"]] = r.get("score")
+        return scores, result.rows
+
+    def stop_reason(self, iteration: int, since_gain: int, best_val: float) -> str | None:
+        c = self.cfg
+        spent = self.ledger.spent()
+        if iteration > c.max_iterations:
+            return f"max iterations ({c.max_iterations}) reached"
+        if c.budget_usd is not None and spent["task"] + spent["meta"] >= c.budget_usd:
+            return f"budget spent (${spent['task'] + spent['meta']:.2f} of ${c.budget_usd:.2f})"
+        if c.max_trials is not None and self.ledger.trials_run() >= c.max_trials:
+            return f"max trials ({c.max_trials}) reached"
+        if c.time_limit_s is not None and time.monotonic() - self.t0 >= c.time_limit_s:
+            return f"time limit ({c.time_limit_s:.0f} s) reached"
+        if c.target_score is not None and best_val >= c.target_score:
+            return f"target score {c.target_score} reached on validation"
+        if since_gain >= c.plateau:
+            return f"plateau: {since_gain} proposals in a row without an accepted gain"
+        return None
+
+    # -- the loop --------------------------------------------------------------------------
+    def run(self) -> dict[str, Any]:
+        rng = random.Random(self.cfg.seed)
+        rule = rule_text(self.cfg.gate)
+        k, train, val = self.cfg.trials, self.splits["train"], self.splits["validation"]
+        cands = self.ledger.candidates()
+        if not cands:
+            self.ledger.add_candidate(f"{self.id}/c0", self.start, iteration=0, status="baseline")
+            cands = self.ledger.candidates()
+        base = cands[0]
+        self.say(f"baseline: {len(train) + len(val)} tasks x {k} trials")
+        base_train, _ = self.evaluate(base["candidate_id"], base["harness"], "train", train, k)
+        base_val, _ = self.evaluate(base["candidate_id"], base["harness"], "validation", val, k)
+        noise = NoiseFloor.measure(base_val)
+        state = {base["candidate_id"]: (base_train, base_val)}
+        tried = {c["harness_hash"] for c in cands}
+        since_gain, iteration, stop = 0, len(cands), None
+        for c in cands[1:]:  # resume: replay what was decided, finish what was not
+            since_gain = 0 if c["status"] == "accepted" else since_gain + 1
+            if c["status"] == "pending":
+                self._judge(c, cands, state, noise, rule, k)
+                since_gain = 0 if c["status"] == "accepted" else since_gain
+        while True:
+            best_val = _mean(state[self._incumbent(cands)["candidate_id"]][1])
+            stop = self.stop_reason(iteration, since_gain, best_val)
+            if stop:
+                break
+            parent = self.strategy.select([dict(c, val_mean=_mean(state.get(c["candidate_id"], ({}, {}))[1]))
+                                           for c in cands], rng)
+            p_train = state[parent["candidate_id"]][0]
+            failing = [t for t in train if _mean({t: p_train[t]}) < 1.0]
+            failing_ids = [r["trial_id"] for r in self.store.rows(
+                "SELECT trial_id FROM trials WHERE experiment_id = ? AND candidate_id = ? AND split = 'train' "
+                "AND (score IS NULL OR score < 1)", [self.id, parent["candidate_id"]])]
+            rev = self.proposer.propose(parent["harness"], Evidence(self.store, failing_ids, self.id), tried)
+            if rev is None:
+                stop = f"the {self.proposer.name} proposer has nothing more to propose"
+                break
+            cid = f"{self.id}/c{iteration}"
+            tried.add(rev.harness.content_hash())
+            self.ledger.add_candidate(cid, rev.harness, iteration=iteration, status="pending", parent=parent["harness"],
+                                      parent_id=parent["candidate_id"], proposer=self.proposer.name,
+                                      rationale=rev.rationale, evidence=rev.cites)
+            self.ledger.spend("meta", cid, "proposal", rev.usd)
+            self.say(f"c{iteration}: {rev.rationale}")
+            cands = self.ledger.candidates()
+            c = cands[-1]
+            c["failing"] = failing
+            self._judge(c, cands, state, noise, rule, k)
+            since_gain = 0 if c["status"] == "accepted" else since_gain + 1
+            iteration += 1
+        return self._finish(base, cands, state, k, stop or "")
+
+    def _incumbent(self, cands: list[dict]) -> dict:
+        return [c for c in cands if c["status"] in ("baseline", "accepted")][-1]
+
+    def _judge(self, c: dict, cands: list[dict], state: dict, noise: NoiseFloor, rule: str, k: int) -> None:
+        cid, pid = c["candidate_id"], c["parent_id"]
+        parent = next(p for p in cands if p["candidate_id"] == pid)
+        if pid not in state:
+            state[pid] = (self.evaluate(pid, parent["harness"], "train", self.splits["train"], k)[0],
+                          self.evaluate(pid, parent["harness"], "validation", self.splits["validation"], k)[0])
+        p_train, p_val = state[pid]
+        failing = c.get("failing") or [t for t, s in p_train.items() if _mean({t: s}) < 1.0]
+
+        def verdict(status: str, stage: str, outcome: str, reason: str, **numbers: Any) -> None:
+            self.ledger.decision(cid, pid, stage, outcome, reason, rule, **numbers)
+            self.ledger.set_status(cid, status, reason)
+            c["status"] = status
+            self.say(f"  {stage}: {reason}")
+
+        problem = self.guard.check(parent["harness"], c["harness"], allow_model_changes=self.cfg.allow_model_changes)
+        if problem:
+            return verdict("invalid", "guard", "fail", f"invalid: {problem}")
+        smoke_task = (failing or self.splits["train"])[:1]
+        smoke, rows = self.evaluate(cid, c["harness"], "smoke", smoke_task, 1)
+        if all(r["status"] == "error" for r in rows):
+            return verdict("invalid", "smoke", "fail", f"invalid: smoke run errored: {rows[0].get('error')}")
+        c_train, _ = self.evaluate(cid, c["harness"], "train", failing, k) if failing else ({}, [])
+        s = screen(p_train, c_train, failing)
+        self.ledger.decision(cid, pid, "screen", s.outcome, s.reason, rule, n_tasks=s.n_tasks,
+                             delta=s.child_mean - s.parent_mean, details=s.per_task)
+        self.say(f"  screen: {s.reason}")
+        if s.outcome == "fail":
+            return verdict("rejected", "screen", "fail", s.reason)
+        c_val, _ = self.evaluate(cid, c["harness"], "validation", self.splits["validation"], k)
+        d = decide(p_val, c_val, noise, self.cfg.gate)
+        status = {"accept": "accepted", "reject": "rejected", "inconclusive": "inconclusive"}[d.outcome]
+        if status == "accepted":  # it becomes a parent: its full train picture feeds the proposer
+            c_train = self.evaluate(cid, c["harness"], "train", self.splits["train"], k)[0]
+        state[cid] = (c_train, c_val)
+        verdict(status, "validation", d.outcome, d.reason, delta=d.delta, se=d.se, threshold=d.threshold,
+                n_tasks=d.n_tasks, coverage=d.coverage, details=d.model_dump(mode="json"))
+
+    def _finish(self, base: dict, cands: list[dict], state: dict, k: int, stop: str) -> dict[str, Any]:
+        best = self._incumbent(cands)
+        test = self.splits["test"]
+        self.say(f"stopped: {stop}. Sealed test split: {len(test)} tasks x {k}, baseline and best")
+        base_test, _ = self.evaluate(base["candidate_id"], base["harness"], "test", test, k)
+        best_test = base_test if best is base else self.evaluate(best["candidate_id"], best["harness"], "test", test, k)[0]
+        spent = self.ledger.spent()
+        bm, bl, bh = confidence_interval(base_test)
+        tm, tl, th = confidence_interval(best_test)
+        accepted = [c for c in cands if c["status"] == "accepted"]
+        result = {
+            "experiment_id": self.id, "baseline_test_score": bm, "baseline_test_ci": [bl, bh],
+            "best_test_score": tm, "best_test_ci": [tl, th], "best_candidate": best["candidate_id"],
+            "iterations": len(cands) - 1, "accepted": len(accepted), "spend_usd": spent["task"] + spent["meta"],
+            "spend": spent, "stop_reason": stop,
+            "candidates": [{"id": c["candidate_id"], "status": c["status"], "parent": c["parent_id"],
+                            "rationale": c["rationale"], "val_mean": _mean(state[c["candidate_id"]][1])
+                            if c["candidate_id"] in state else None} for c in cands],
+        }
+        self.ledger.finish("finished", result)
+        return result
+
+
+def _mean(scores: Scores) -> float:
+    """Mean over tasks of the per-task mean of scored trials (errors excluded); 0 when none."""
+    per = [sum(s) / len(s) for s in ([x for x in v if x is not None] for v in scores.values()) if s]
+    return sum(per) / len(per) if per else 0.0
+
+
+def scored_tasks(tasks: list[Task | TaskLoadError]) -> list[Task]:
+    return [t for t in tasks if isinstance(t, Task)]

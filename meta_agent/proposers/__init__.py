@@ -1,0 +1,27 @@
+"""Proposers turn a parent harness and evidence from its failing train trials into a Revision.
+
+Implementations, one per file, looked up by name: `heuristic` (no model). The `llm` meta-agent
+is not built yet.
+"""
+
+from __future__ import annotations
+
+from meta_agent.proposers.base import Evidence, Proposer, Revision
+
+PROPOSERS = {"heuristic": "meta_agent.proposers.heuristic:HeuristicProposer"}
+
+
+class UnknownProposer(ValueError):
+    pass
+
+
+def get_proposer(name: str) -> Proposer:
+    import importlib
+
+    if name not in PROPOSERS:
+        raise UnknownProposer(f"unknown proposer '{name}' (known: {', '.join(PROPOSERS)})")
+    module, cls = PROPOSERS[name].split(":")
+    return getattr(importlib.import_module(module), cls)()
+
+
+__all__ = ["Evidence", "Proposer", "Revision", "get_proposer", "UnknownProposer", "PROPOSERS"]

@@ -1,0 +1,29 @@
+"""Search strategies: which candidate to extend next. One small file each, chosen by name, each
+given a seeded RNG. `pareto` and `bilevel` are not built yet."""
+
+from __future__ import annotations
+
+import importlib
+from typing import Protocol
+
+STRATEGIES = {"greedy": "meta_agent.strategies.greedy:Greedy"}
+
+
+class Strategy(Protocol):
+    name: str
+
+    def select(self, candidates: list[dict], rng) -> dict:
+        """The parent for the next proposal, from the experiment's candidate rows (each with
+        `candidate_id`, `status`, `iteration` and `val_mean`)."""
+        ...
+
+
+class UnknownStrategy(ValueError):
+    pass
+
+
+def get_strategy(name: str) -> Strategy:
+    if name not in STRATEGIES:
+        raise UnknownStrategy(f"unknown strategy '{name}' (known: {', '.join(STRATEGIES)})")
+    module, cls = STRATEGIES[name].split(":")
+    return getattr(importlib.import_module(module), cls)()

@@ -1,0 +1,140 @@
+"""`metaopt run` end to end, offline: the minimal harness, the fake/solution model and the
+heuristic proposer on generated tasks whose solutions need more turns than `minimal` allows.
+Every decision must be readable from the store, and kill -9 + --resume must re-run nothing."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import docker
+import pytest
+
+from traces.store import Store
+
+pytestmark = pytest.mark.docker
+
+
+@pytest.fixture(scope="module", autouse=True)
+def base_image():
+    try:
+        docker.from_env().images.get("metaopt-base:latest")
+    except Exception:
+        pytest.skip("needs a running Docker daemon and metaopt-base:latest (scripts/setup.sh)")
+
+
+def make_tasks(root: Path, n_long: int = 9, n_short: int = 3) -> Path:
+    """TB1 tasks: write N numbered lines to /app/out.txt, one solution step per line."""
+    for i in range(n_long + n_short):
+        steps = 12 if i < n_long else 1
+        d = root / f"steps-{i:02d}"
+        (d / "tests").mkdir(parents=True)
+        (d / "task.yaml").write_text(f"instruction: Write the numbers 1 to {steps} to /app/out.txt, one per line.\n"
+                                     "difficulty: easy\nmax_agent_timeout_sec: 120\nmax_test_timeout_sec: 60\n")
+        (d / "Dockerfile").write_text("FROM debian:bookworm-slim\nWORKDIR /app\n")
+        (d / "run-tests.sh").write_text("cd /app && python3 -m pytest $TEST_DIR/test_outputs.py -rA\n")
+        (d / "tests" / "test_outputs.py").write_text(
+            "from pathlib import Path\n\n\ndef test_lines():\n"
+            f"    assert Path('/app/out.txt').read_text().split() == [str(i) for i in range(1, {steps + 1})]\n")
+        (d / "solution.yaml").write_text("".join(f"- command: echo {k} >> /app/out.txt\n" for k in range(1, steps + 1)))
+    return root
+
+
+def run(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "meta_agent.cli", "run", *args], capture_output=True, text=True,
+                          timeout=1200)
+
+
+def args(ds: Path, db: Path) -> list[str]:
+    return ["--benchmark", "terminalbench", "--dataset", str(ds), "--harness", "minimal", "--model", "fake/solution",
+            "--meta-model", "heuristic", "--trials", "2", "--split", "0.34,0.33,0.33", "--max-iterations", "3",
+            "--db", str(db), "--json"]
+
+
+def test_heuristic_run_improves_the_sealed_test_score_and_explains_itself(tmp_path):
+    db = tmp_path / "r.duckdb"
+    r = run(*args(make_tasks(tmp_path / "ds"), db))
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["accepted"] >= 1 and out["best_test_score"] > out["baseline_test_score"]
+    with Store(db, read_only=True) as s:
+        cands = s.rows("SELECT candidate_id, status, rationale, diff FROM candidates ORDER BY iteration")
+        decisions = s.rows("SELECT candidate_id, stage, outcome, reason, rule FROM gate_decisions")
+        splits = json.loads(s.rows("SELECT splits FROM experiments")[0]["splits"])
+        shown = s.rows("SELECT DISTINCT split FROM trials WHERE candidate_id != ? AND split = 'test'",
+                       [cands[0]["candidate_id"]])
+    assert cands[0]["status"] == "baseline"
+    kept = [c for c in cands if c["status"] == "accepted"]
+    assert out["best_candidate"] == kept[-1]["candidate_id"]
+    assert "turn limit" in kept[0]["rationale"] and "max_turns" in kept[0]["diff"]
+    accepted = [d for d in decisions if d["outcome"] == "accept"]
+    assert accepted and all("validation gain" in d["reason"] and "inconclusive" in d["rule"] for d in accepted)
+    assert {d["stage"] for d in decisions} >= {"screen", "validation"}
+    assert set(splits) == {"train", "validation", "test"} and all(splits.values())
+    assert len(shown) <= 1  # only the final best is evaluated on test
+
+
+def test_kill_9_then_resume_reruns_nothing(tmp_path):
+    ds, db = make_tasks(tmp_path / "ds"), tmp_path / "k.duckdb"
+    proc = subprocess.Popen([sys.executable, "-m", "meta_agent.cli", "run", *args(ds, db)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    client = docker.from_env()
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline:  # kill once the first proposal is being evaluated
+        listed = client.api.containers(filters={"label": "metaopt.managed=true"})  # no per-container inspect: they come and go
+        if any("/c1:" in (c.get("Labels") or {}).get("metaopt.run_id", "") for c in listed):
+            break
+        time.sleep(0.2)
+    else:
+        proc.kill()
+        pytest.fail("the run never reached its first proposal")
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+    with Store(db) as s:
+        [exp] = s.rows("SELECT experiment_id, status FROM experiments")
+    for c in client.api.containers(all=True, filters={"label": "metaopt.managed=true"}):  # what kill -9 left
+        if (c.get("Labels") or {}).get("metaopt.run_id", "").startswith(exp["experiment_id"]):
+            client.api.remove_container(c["Id"], force=True)
+    with Store(db) as s:
+        before = {r["trial_id"]: r["finished_at"] for r in s.rows("SELECT trial_id, finished_at FROM trials")}
+    assert exp["status"] == "running" and before
+    r = run("--resume", exp["experiment_id"], "--db", str(db), "--json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["experiment_id"] == exp["experiment_id"]
+    with Store(db, read_only=True) as s:
+        after = {r["trial_id"]: r["finished_at"] for r in s.rows("SELECT trial_id, finished_at FROM trials")}
+        status = s.rows("SELECT status FROM experiments")[0]["status"]
+    assert status == "finished"
+    assert all(after[t] == before[t] for t in before)  # nothing that finished ran again
+    assert len(after) > len(before)
+
+
+@pytest.mark.parametrize("extra, needle", [
+    (["--strategy", "annealing"], "unknown strategy 'annealing'"),
+    (["--meta-model", "anthropic/claude-opus-4-1"], "--meta-model"),
+    (["--split", "0.9,0.1,0.0"], "--split"),
+    (["--budget-usd", "0"], "--budget-usd"),
+])
+def test_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path, extra, needle):
+    db = tmp_path / "b.duckdb"
+    r = run("--benchmark", "terminalbench-sample", "--model", "fake/solution", *extra, "--db", str(db))
+    assert r.returncode == 2 and needle in r.stderr and "Traceback" not in r.stderr
+    assert not db.exists()
+
+
+def test_resume_of_unknown_experiment_is_exit_2(tmp_path):
+    db = tmp_path / "u.duckdb"
+    Store(db).close()
+    r = run("--resume", "exp-nope", "--db", str(db))
+    assert r.returncode == 2 and "no experiment 'exp-nope'" in r.stderr
+
+
+def test_split_that_leaves_a_set_empty(tmp_path):
+    ds = make_tasks(tmp_path / "ds", n_long=1, n_short=1)
+    r = run(*args(ds, tmp_path / "e.duckdb"))
+    assert r.returncode == 2 and "empty" in r.stderr
+    assert not (tmp_path / "e.duckdb").exists()
