@@ -9,7 +9,6 @@ object, so nothing outside the harness can change by construction.
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 
 from benchmarks.task import Task
@@ -56,7 +55,21 @@ class Guard:
 
 
 def _text(h: Harness) -> str:
-    return json.dumps(h.model_dump(mode="json"), ensure_ascii=False)
+    """Every string in the harness, as written (JSON escaping would hide quoted test lines)."""
+    out: list[str] = []
+
+    def walk(v: object) -> None:
+        if isinstance(v, str):
+            out.append(v)
+        elif isinstance(v, dict):
+            for x in v.values():
+                walk(x)
+        elif isinstance(v, list):
+            for x in v:
+                walk(x)
+
+    walk(h.model_dump(mode="json"))
+    return "\n".join(out)
 
 
 def _hint(task_id: str) -> str:
