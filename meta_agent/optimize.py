@@ -26,6 +26,7 @@ from meta_agent.agents import HarnessAgent
 from meta_agent.gate import GateRule, NoiseFloor, Scores, confidence_interval, decide, rule_text, screen
 from meta_agent.guard import Guard
 from meta_agent.ledger import Ledger
+from meta_agent.plot import write_progress_png
 from meta_agent.proposers import Evidence, get_proposer
 from meta_agent.runner import run_eval
 from meta_agent.strategies import get_strategy
@@ -219,6 +220,12 @@ class Experiment:
                             "rationale": c["rationale"], "val_mean": _mean(state[c["candidate_id"]][1])
                             if c["candidate_id"] in state else None} for c in cands],
         }
+        png = self.store.path.parent / self.id / "progress.png"
+        png.parent.mkdir(parents=True, exist_ok=True)
+        write_progress_png([{"iteration": c["iteration"], "status": c["status"],
+                             "score": _mean(state[c["candidate_id"]][1]) if c["candidate_id"] in state else None}
+                            for c in cands], png, title=f"{self.cfg.benchmark} / {self.cfg.model}: {len(cands)} candidates")
+        result["progress_png"] = str(png)
         self.ledger.finish("finished", result)
         return result
 

@@ -61,6 +61,7 @@ def test_heuristic_run_improves_the_sealed_test_score_and_explains_itself(tmp_pa
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
     assert out["accepted"] >= 1 and out["best_test_score"] > out["baseline_test_score"]
+    assert Path(out["progress_png"]).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     with Store(db, read_only=True) as s:
         cands = s.rows("SELECT candidate_id, status, rationale, diff FROM candidates ORDER BY iteration")
         decisions = s.rows("SELECT candidate_id, stage, outcome, reason, rule FROM gate_decisions")
