@@ -92,15 +92,24 @@ def run_cmd(
             store = Store(db)
             Ledger(store, exp_id).create(cfg.benchmark, {"run": cfg.model_dump(mode="json"), "harness": harness}, splits)
         tracing = _tracing(store)
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    progress = Progress(TextColumn("[bold]trials"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[last]}"),
+                        TimeElapsedColumn(), console=err, transient=True)
+    bar = progress.add_task("trials", total=None, last="")
     experiment = Experiment(cfg, tasks, splits, start, store=store, backend=backend, tracing=tracing,
-                            experiment_id=exp_id, on_event=lambda line: err.print(line, highlight=False, markup=False))
+                            experiment_id=exp_id,
+                            on_event=lambda line: progress.console.print(line, highlight=False, markup=False),
+                            on_trial=lambda row: progress.update(bar, advance=1, last=f"{row.get('split')} "
+                                                                 f"{row['task_id']}: {row['status']}"))
     n = len(splits["train"]) + len(splits["validation"])
     err.print(f"experiment {exp_id}: train {len(splits['train'])}, validation {len(splits['validation'])}, "
               f"test {len(splits['test'])} tasks (sealed); pre-flight: baseline {n * cfg.trials} trials, "
               f"each iteration up to {1 + (len(splits['train']) + len(splits['validation'])) * cfg.trials} trials, "
               f"test {2 * len(splits['test']) * cfg.trials}", highlight=False)
     try:
-        result = experiment.run()
+        with progress:
+            result = experiment.run()
     except KeyboardInterrupt:
         Ledger(store, exp_id).finish("interrupted")
         err.print(f"interrupted: resume with `metaopt run --resume {exp_id} --db {db}`")

@@ -66,8 +66,10 @@ def new_experiment_id() -> str:
 class Experiment:
     def __init__(self, cfg: RunConfig, tasks: list[Task], splits: dict[str, list[str]], start: Harness, *,
                  store: Store, backend: Any, tracing: Any, experiment_id: str,
-                 on_event: Callable[[str], None] = lambda line: None):
+                 on_event: Callable[[str], None] = lambda line: None,
+                 on_trial: Callable[[dict], None] = lambda row: None):
         self.cfg, self.store, self.backend, self.tracing, self.say = cfg, store, backend, tracing, on_event
+        self.on_trial = on_trial
         self.tasks = {t.id: t for t in tasks if isinstance(t, Task)}
         self.splits, self.start, self.id = splits, start, experiment_id
         self.ledger = Ledger(store, experiment_id)
@@ -83,12 +85,16 @@ class Experiment:
                           backend=self.backend, store=self.store, trials=k, concurrency=self.cfg.concurrency,
                           run_id=f"{cid}:{split}", dataset=self.cfg.dataset,
                           extra={"experiment_id": self.id, "candidate_id": cid, "split": split},
-                          on_trial=lambda row: self.ledger.spend("task", cid, row["trial_id"], row.get("cost_usd"),
-                                                                 row.get("input_tokens") or 0, row.get("output_tokens") or 0))
+                          on_trial=lambda row: self._booked(cid, row))
         scores: Scores = {t: [None] * k for t in task_ids}
         for r in result.rows:
             scores[r["task_id"]][r["attempt"]] = r.get("score")
         return scores, result.rows
+
+    def _booked(self, cid: str, row: dict) -> None:
+        self.ledger.spend("task", cid, row["trial_id"], row.get("cost_usd"),
+                          row.get("input_tokens") or 0, row.get("output_tokens") or 0)
+        self.on_trial(row)
 
     def stop_reason(self, iteration: int, since_gain: int, best_val: float) -> str | None:
         c = self.cfg
