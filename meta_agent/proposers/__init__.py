@@ -16,12 +16,9 @@ class UnknownProposer(ValueError):
 
 
 def get_proposer(name: str) -> Proposer:
-    import importlib
+    from meta_agent.lookup import lookup
 
-    if name not in PROPOSERS:
-        raise UnknownProposer(f"unknown proposer '{name}' (known: {', '.join(PROPOSERS)})")
-    module, cls = PROPOSERS[name].split(":")
-    return getattr(importlib.import_module(module), cls)()
+    return lookup(PROPOSERS, name, "proposer", UnknownProposer)
 
 
 __all__ = ["Evidence", "Proposer", "Revision", "get_proposer", "UnknownProposer", "PROPOSERS"]

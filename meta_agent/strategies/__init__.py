@@ -3,7 +3,6 @@ given a seeded RNG. `pareto` and `bilevel` are not built yet."""
 
 from __future__ import annotations
 
-import importlib
 from typing import Protocol
 
 STRATEGIES = {"greedy": "meta_agent.strategies.greedy:Greedy"}
@@ -23,7 +22,6 @@ class UnknownStrategy(ValueError):
 
 
 def get_strategy(name: str) -> Strategy:
-    if name not in STRATEGIES:
-        raise UnknownStrategy(f"unknown strategy '{name}' (known: {', '.join(STRATEGIES)})")
-    module, cls = STRATEGIES[name].split(":")
-    return getattr(importlib.import_module(module), cls)()
+    from meta_agent.lookup import lookup
+
+    return lookup(STRATEGIES, name, "strategy", UnknownStrategy)
