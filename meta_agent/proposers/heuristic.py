@@ -5,6 +5,8 @@ controls, and turns the knob behind the most frequent one:
   episode hit the turn limit -> routing.limits.max_turns x2 (at most 200)
   tool output truncated      -> that tool's output_limit x4 (at most 50,000 characters)
 
+One revision turns every knob the evidence points at (a fix that helps a third of the tasks
+each is too small for the gate to see on a small validation set; together they may not be).
 Every rationale cites the counts and the span ids it read.
 """
 
@@ -20,15 +22,19 @@ class HeuristicProposer:
     name = "heuristic"
 
     def propose(self, parent: Harness, evidence: Evidence, tried: set[str]) -> Revision | None:
+        child, reasons, cites = parent, [], []
         for cause, count, spans, target in _causes(evidence):
-            child = _turn_knob(parent, cause, target)
-            if child is None or child.content_hash() in tried:
+            turned = _turn_knob(child, cause, target)
+            if turned is None:
                 continue
             what = {"timeout": f"tool '{target}' timed out", "turn_limit": "episodes hit the turn limit",
                     "truncated": f"tool '{target}' output was truncated"}[cause]
-            return Revision(child, f"{what} in {count} span(s) of {len(evidence.trial_ids)} failing train trial(s); "
-                                   f"{_describe(parent, child, cause, target)}", cites=spans[:20])
-        return None
+            reasons.append(f"{what} in {count} span(s) of {len(evidence.trial_ids)} failing train trial(s): "
+                           f"{_describe(child, turned, cause, target)}")
+            child, cites = turned, cites + spans[:10]
+        if child is parent or child.content_hash() in tried:
+            return None
+        return Revision(child, "; ".join(reasons), cites=cites)
 
 
 def _causes(ev: Evidence) -> list[tuple[str, int, list[str], str]]:
