@@ -17,7 +17,7 @@ def run_cmd(
     dataset: Optional[Path] = typer.Option(None, "--dataset", help="Task directory or directory of tasks."),
     harness: str = typer.Option("baseline", "--harness", help="Starting harness: a folder or a shipped name."),
     model: Optional[str] = typer.Option(None, "--model", "-m", help="Task model, provider/model (e.g. fake/solution)."),
-    meta_model: str = typer.Option("heuristic", "--meta-model", help="heuristic (no model); LLM meta-agents are not built yet."),
+    meta_model: str = typer.Option("heuristic", "--meta-model", help="heuristic (no model), or provider/model for the llm meta-agent (e.g. anthropic/claude-opus-4-1, fake/script:PATH)."),
     strategy: str = typer.Option("greedy", "--strategy", help="greedy."),
     trials: int = typer.Option(3, "--trials", "-k", min=1, help="Trials per task and candidate (K)."),
     seed: int = typer.Option(0, "--seed", help="Seed of the split and the strategy."),
@@ -40,7 +40,6 @@ def run_cmd(
     from benchmarks.task import Task
     from meta_agent.cli import _backend, _tracing, fail, user_errors
     from meta_agent.optimize import Experiment, RunConfig, new_experiment_id
-    from meta_agent.proposers import PROPOSERS
     from meta_agent.splits import SplitError, parse_split, split_tasks
     from meta_agent.strategies import STRATEGIES
     from meta_agent.ledger import Ledger
@@ -50,8 +49,7 @@ def run_cmd(
 
     if budget_usd is not None and budget_usd <= 0:
         fail("--budget-usd must be more than 0")
-    if meta_model not in PROPOSERS:
-        fail(f"--meta-model: '{meta_model}' is not available (known: {', '.join(PROPOSERS)}; the llm meta-agent is not built yet)")
+    check_meta_model(meta_model, fail)
     if strategy not in STRATEGIES:
         fail(f"--strategy: unknown strategy '{strategy}' (known: {', '.join(STRATEGIES)})")
     with user_errors():
@@ -64,6 +62,7 @@ def run_cmd(
                 store.close()
                 fail(f"--resume: no experiment '{resume}' in {db}")
             cfg = RunConfig.model_validate(exp["config"]["run"])
+            check_meta_model(cfg.meta_model, fail)
             start = None
             splits, exp_id = exp["splits"], resume
             tasks = load_benchmark(cfg.benchmark, Path(cfg.dataset) if cfg.dataset else None)
@@ -123,3 +122,21 @@ def run_cmd(
         err.print(f"baseline test {result['baseline_test_score']:.3f} -> best {result['best_test_score']:.3f} "
                   f"({result['best_candidate']}); {result['accepted']} accepted of {result['iterations']}; "
                   f"spend ${result['spend_usd']:.2f}; {result['stop_reason']}", highlight=False)
+
+
+def check_meta_model(meta_model: str, fail) -> None:
+    """`heuristic`, or a provider/model whose client can be built now (API key set): else one line, exit 2."""
+    from meta_agent.proposers import PROPOSERS, proposer_name
+    from task_agent.models import get_model
+    from task_agent.models.errors import ModelConfigError
+
+    name = proposer_name(meta_model)
+    if meta_model == "llm":
+        fail("--meta-model: give the llm meta-agent's model as provider/model (e.g. anthropic/claude-opus-4-1)")
+    if name not in PROPOSERS:
+        fail(f"--meta-model: '{meta_model}' is not available (heuristic, or provider/model for the llm meta-agent)")
+    if name == "llm":
+        try:
+            get_model(meta_model)
+        except ModelConfigError as e:
+            fail(f"--meta-model: {e}")

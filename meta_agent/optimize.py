@@ -147,8 +147,15 @@ class Experiment:
             failing_ids = [r["trial_id"] for r in self.store.rows(
                 "SELECT trial_id FROM trials WHERE experiment_id = ? AND candidate_id = ? AND split = 'train' "
                 "AND (score IS NULL OR score < 1)", [self.id, parent["candidate_id"]])]
-            rev = self.proposer.propose(parent["harness"], Evidence(self.store, failing_ids, self.id), tried)
+            try:
+                rev = self.proposer.propose(parent["harness"], Evidence(self.store, failing_ids, self.id), tried)
+            except Exception as e:  # a meta-model API failure: stop cleanly; --resume can go on later
+                stop = f"the {self.proposer.name} proposer failed: {type(e).__name__}: {e}"
+                break
             if rev is None:
+                unbooked = getattr(self.proposer, "last_run", {}).get("usd")
+                if unbooked:  # what a proposal that produced nothing cost still counts
+                    self.ledger.spend("meta", None, "proposal without a revision", unbooked)
                 stop = f"the {self.proposer.name} proposer has nothing more to propose"
                 break
             cid = f"{self.id}/c{iteration}"

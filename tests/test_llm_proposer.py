@@ -1,0 +1,277 @@
+"""The `llm` proposer: a meta-agent loop driven by a scripted fake model.
+
+Offline units (no Docker): routing of --meta-model values, how the loop ends, spend, tool errors.
+Docker: the tools over a store filled by a real traced `metaopt eval` (raw transcript text reaches
+the model, trials outside the evidence are refused), and `metaopt run --meta-model fake/script:`
+end to end."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from meta_agent.proposers import Evidence, UnknownProposer, get_proposer
+from meta_agent.proposers.heuristic import HeuristicProposer
+from meta_agent.proposers.llm import ELIDED, LLMProposer, harness_yaml
+from task_agent.harness_io import harness_from_data, load_harness, resolve_harness
+from task_agent.messages import Message, ModelResponse, ToolCallPart
+from task_agent.models.errors import MissingApiKey
+from traces.store import Store
+
+MINIMAL = load_harness(resolve_harness("minimal"))
+
+
+def more_turns(h=MINIMAL, turns: int = 32) -> str:
+    data = yaml.safe_load(harness_yaml(h))
+    data["routing"]["limits"]["max_turns"] = turns
+    return yaml.safe_dump(data, sort_keys=False)
+
+
+def script(tmp_path: Path, steps: list[dict], name: str = "meta.yaml") -> str:
+    path = tmp_path / name
+    path.write_text(yaml.safe_dump(steps, sort_keys=False))
+    return f"fake/script:{path}"
+
+
+# -- offline -------------------------------------------------------------------------------------------
+def test_meta_model_names_select_the_proposer(tmp_path):
+    assert isinstance(get_proposer("heuristic"), HeuristicProposer)
+    p = get_proposer(script(tmp_path, [{"text": "hi"}]))
+    assert isinstance(p, LLMProposer) and p.name == "llm"
+    assert isinstance(get_proposer("llm", script(tmp_path, [{"text": "hi"}])), LLMProposer)
+    with pytest.raises(UnknownProposer):
+        get_proposer("llm")
+    with pytest.raises(UnknownProposer):
+        get_proposer("smart")
+    with pytest.raises(MissingApiKey):  # conftest removes the keys: fails at construction, before any spend
+        get_proposer("anthropic/claude-opus-4-1")
+
+
+def test_no_evidence_means_no_model_call(tmp_path):
+    p = LLMProposer(script(tmp_path, [{"text": "hi"}]))
+    with Store(tmp_path / "s.duckdb") as s:
+        assert p.propose(MINIMAL, Evidence(s, [], "exp"), set()) is None
+    assert p.model.calls == []
+
+
+def test_a_model_that_stops_without_writing_proposes_nothing(tmp_path):
+    p = LLMProposer(script(tmp_path, [{"tool": "read_harness"}, {"text": "Nothing to improve."}]))
+    with Store(tmp_path / "s.duckdb") as s:
+        assert p.propose(MINIMAL, Evidence(s, ["t-1"], "exp"), set()) is None
+    assert len(p.model.calls) == 2 and p.last_run["outcome"] == "stopped without a revision"
+    # the system prompt explains the job and the rules
+    system = p.model.calls[0].messages[0].text
+    assert "If this exact task disappeared" in system and "`model` section" in system
+    assert "routing.limits.max_turns" in system  # the generated format reference
+    assert {t.name for t in p.model.calls[0].tools} == {"list_failures", "read_trial", "search_traces",
+                                                         "read_harness", "write_revision"}
+
+
+def test_max_turns_ends_the_session(tmp_path):
+    p = LLMProposer(script(tmp_path, [{"tool": "read_harness"}] * 10), max_turns=4)
+    with Store(tmp_path / "s.duckdb") as s:
+        assert p.propose(MINIMAL, Evidence(s, ["t-1"], "exp"), set()) is None
+    assert len(p.model.calls) == 4 and p.last_run["outcome"] == "max_turns"
+    assert "turn(s) left" in p.model.calls[-1].messages[-1].parts[0].response
+
+
+def test_old_tool_results_are_elided_when_the_history_outgrows_its_budget(tmp_path):
+    p = LLMProposer(script(tmp_path, [{"tool": "read_harness"}] * 3), max_turns=3, max_context_chars=100)
+    with Store(tmp_path / "s.duckdb") as s:
+        assert p.propose(MINIMAL, Evidence(s, ["t-1"], "exp"), set()) is None
+    shown = [m.parts[0].response for m in p.model.calls[-1].messages if m.role == "tool"]
+    assert shown[0] == ELIDED and shown[-1].startswith("schema_version: 1")
+
+
+class PricedModel:
+    """Answers one scripted message per call with a given cost (None = unknown price)."""
+
+    provider, name = "stub", "stub/priced"
+
+    def __init__(self, turns: list[tuple[list, float | None]]):
+        self.turns, self.seen = turns, []
+
+    def generate(self, messages, tools, settings):
+        self.seen.append(list(messages))
+        parts, cost = self.turns[len(self.seen) - 1]
+        return ModelResponse(message=Message(role="assistant", parts=parts), cost_usd=cost, model=self.name,
+                             provider="stub", finish_reason="tool_call")
+
+
+def write(i: int, text: str, cites=("t-1",), rationale="more turns") -> list:
+    return [ToolCallPart(id=f"w{i}", name="write_revision",
+                         arguments={"harness_yaml": text, "rationale": rationale, "cites": list(cites)})]
+
+
+def test_write_revision_rejects_what_cannot_be_evaluated_and_sums_spend(tmp_path):
+    tried_yaml = more_turns(turns=16)
+    tried_hash = harness_from_data(yaml.safe_load(tried_yaml)).content_hash()
+    changed_model = yaml.safe_load(more_turns())
+    changed_model["model"] = {"temperature": 0.0}
+    named = yaml.safe_load(more_turns())
+    named["prompts"]["system"] += " Remember steps-00 needs care."
+    model = PricedModel([
+        (write(1, "schema_version: 1\nname: x\ntools: [{name: bash}]\n"), 0.5),  # schema error
+        (write(2, harness_yaml(MINIMAL)), None),  # identical to the parent
+        (write(3, tried_yaml), 0.25),  # already tried
+        (write(4, yaml.safe_dump(changed_model)), 0.25),  # model section frozen
+        (write(5, yaml.safe_dump(named)), 0.25),  # names a task id the meta-agent saw
+        (write(6, more_turns(), cites=("t-1", "made-up")), 0.5),
+    ])
+    p = LLMProposer(model)
+    with Store(tmp_path / "s.duckdb") as s:
+        s.add_trial({"trial_id": "t-1", "run_id": "r", "benchmark": "b", "task_id": "steps-00", "attempt": 0,
+                     "agent": "a", "status": "failed", "score": 0.0})
+        rev = p.propose(MINIMAL, Evidence(s, ["t-1"], "exp"), {tried_hash})
+    errors = [m.parts[0] for m in model.seen[-1] if m.role == "tool"]
+    assert all(e.is_error for e in errors) and len(errors) == 5
+    assert "tools[0].kind" in errors[0].response
+    assert "identical" in errors[1].response
+    assert "already proposed" in errors[2].response
+    assert "model section" in errors[3].response
+    assert "task id" in errors[4].response
+    assert rev is not None and rev.harness.routing.limits.max_turns == 32
+    assert rev.cites == ["t-1"]  # the made-up cite is dropped
+    assert rev.usd == pytest.approx(1.75)
+    assert rev.rationale.startswith("more turns") and "1 model call(s) of unknown price" in rev.rationale
+    assert p.last_run["unpriced_calls"] == 1 and p.spent_usd == pytest.approx(1.75)
+
+
+def test_cli_refuses_meta_models_it_cannot_build(tmp_path):
+    for value, needle in [("llm", "provider/model"), ("smart", "not available"),
+                          ("anthropic/claude-opus-4-1", "ANTHROPIC_API_KEY is not set"),
+                          ("fake/script:/no/such.yaml", "cannot read fake script")]:
+        r = subprocess.run([sys.executable, "-m", "meta_agent.cli", "run", "--benchmark", "terminalbench-sample",
+                            "--model", "fake/solution", "--meta-model", value, "--db", str(tmp_path / "x.duckdb")],
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode == 2 and "--meta-model" in r.stderr and needle in r.stderr, (value, r.stderr)
+        assert "Traceback" not in r.stderr and not (tmp_path / "x.duckdb").exists()
+
+
+# -- Docker: a real traced store ------------------------------------------------------------------------
+def make_tasks(root: Path, n_long: int, n_short: int) -> Path:
+    """TB1 tasks (as in test_optimizer_e2e): write N lines, one solution step per line; `minimal`
+    (8 turns) fails the 12-step ones on its turn limit."""
+    for i in range(n_long + n_short):
+        steps = 12 if i < n_long else 1
+        d = root / f"steps-{i:02d}"
+        (d / "tests").mkdir(parents=True)
+        (d / "task.yaml").write_text(f"instruction: Write the numbers 1 to {steps} to /app/out.txt, one per line.\n"
+                                     "difficulty: easy\nmax_agent_timeout_sec: 120\nmax_test_timeout_sec: 60\n")
+        (d / "Dockerfile").write_text("FROM debian:bookworm-slim\nWORKDIR /app\n")
+        (d / "run-tests.sh").write_text("cd /app && python3 -m pytest $TEST_DIR/test_outputs.py -rA\n")
+        (d / "tests" / "test_outputs.py").write_text(
+            "from pathlib import Path\n\n\ndef test_lines():\n"
+            f"    assert Path('/app/out.txt').read_text().split() == [str(i) for i in range(1, {steps + 1})]\n")
+        (d / "solution.yaml").write_text("".join(f"- command: echo {k} >> /app/out.txt\n" for k in range(1, steps + 1)))
+    return root
+
+
+@pytest.fixture(scope="module")
+def docker_ready():
+    try:
+        import docker
+
+        docker.from_env().images.get("metaopt-base:latest")
+    except Exception:
+        pytest.skip("needs a running Docker daemon and metaopt-base:latest (scripts/setup.sh)")
+
+
+def cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "meta_agent.cli", *args], capture_output=True, text=True, timeout=600)
+
+
+@pytest.fixture(scope="module")
+def traced(docker_ready, tmp_path_factory):
+    """One failing (12 steps, 8 turns) and one passing trial of `minimal` + fake/solution, traced."""
+    root = tmp_path_factory.mktemp("traced")
+    db = root / "t.duckdb"
+    r = cli("eval", "--benchmark", "terminalbench", "--dataset", str(make_tasks(root / "ds", 1, 1)),
+            "--model", "fake/solution", "--harness", "minimal", "--db", str(db), "--json")
+    assert r.returncode == 0, r.stderr
+    with Store(db, read_only=True) as s:
+        rows = {r["status"]: r["trial_id"] for r in s.rows("SELECT trial_id, status FROM trials")}
+        [span] = s.rows("SELECT span_id FROM spans WHERE trial_id = ? AND operation_name = 'invoke_agent'",
+                        [rows["failed"]])
+    return db, rows["failed"], rows["passed"], span["span_id"]
+
+
+@pytest.mark.docker
+def test_tools_show_raw_traces_of_the_evidence_only(traced, tmp_path):
+    db, failing, passing, span = traced
+    steps = [
+        {"tool": "list_failures"},
+        {"tool": "read_trial", "arguments": {"trial_id": failing}},
+        {"tool": "read_trial", "arguments": {"trial_id": passing}},  # not in the evidence: refused
+        {"tool": "read_trial", "arguments": {"trial_id": failing, "offset": 100, "limit": 50}},
+        {"tool": "search_traces", "arguments": {"pattern": "echo 5 >>"}},
+        {"tool": "search_traces", "arguments": {"pattern": "echo 1 >> /app/out.txt\"}"}},  # the passing trial has it too
+        {"tool": "read_harness"},
+        {"tool": "write_revision", "arguments": {"harness_yaml": "schema_version: [1", "rationale": "x", "cites": []}},
+        {"reasoning": "The episode ran out of turns with 4 of 12 lines written.",
+         "tool": "write_revision",
+         "arguments": {"harness_yaml": more_turns(), "rationale": "episodes hit the 8-turn limit; raise it to 32",
+                       "cites": [failing, span]}},
+        {"text": "never reached"},
+    ]
+    p = LLMProposer(script(tmp_path, steps))
+    with Store(db, read_only=True) as s:
+        rev = p.propose(MINIMAL, Evidence(s, [failing], "exp"), set())
+    assert rev is not None and rev.harness.routing.limits.max_turns == 32
+    assert rev.rationale == "episodes hit the 8-turn limit; raise it to 32"
+    assert rev.cites == [failing, span] and rev.usd == 0.0
+    assert p.model.unused_steps == [{"text": "never reached"}] and p.last_run["outcome"] == "revision"
+    out = [r for m in p.last_run["messages"] if m.role == "tool" for r in m.parts]
+    assert len(out) == len(steps) - 2  # the successful write ends the loop before its result is sent
+    listed, raw, refused, page, search, search_all, harness, bad_yaml = out
+    assert failing in listed.response and passing not in listed.response
+    assert "turn_limit" in listed.response and "test_lines" in listed.response
+    # the raw transcript: system prompt, the task text, tool calls with arguments, outputs, verifier output
+    assert "You are an agent in a Linux container" in raw.response
+    assert "Write the numbers 1 to 12" in raw.response
+    assert '"command": "echo 8 >> /app/out.txt"' in raw.response and "echo 9" not in raw.response
+    assert "exit_code 0" in raw.response and "AssertionError" in raw.response and not raw.is_error
+    assert refused.is_error and "not one of the failing training trials" in refused.response
+    assert passing not in "".join(r.response for r in out if r is not refused)
+    assert page.response.startswith(f"[{failing}: characters 100-150 of ") and "next_offset 150" in page.response
+    assert "1 match(es)" in search.response and failing in search.response
+    assert "1 match(es)" in search_all.response and passing not in search_all.response
+    assert "max_turns: 8" in harness.response and "schema_version: 1" in harness.response
+    assert bad_yaml.is_error and "invalid YAML" in bad_yaml.response
+
+
+@pytest.mark.docker
+def test_metaopt_run_with_a_scripted_meta_model(docker_ready, tmp_path):
+    """`metaopt run --meta-model fake/script:` runs to the end; the candidate is the llm's."""
+    ds = make_tasks(tmp_path / "ds", n_long=5, n_short=1)  # seed 0: train and validation are all 12-step tasks
+    meta = script(tmp_path, [
+        {"tool": "list_failures"},
+        {"tool": "write_revision", "arguments": {
+            "harness_yaml": more_turns(), "rationale": "scripted: the agent runs out of turns; raise max_turns to 32",
+            "cites": ["not-a-trial"]}},
+    ])
+    db = tmp_path / "r.duckdb"
+    r = cli("run", "--benchmark", "terminalbench", "--dataset", str(ds), "--harness", "minimal",
+            "--model", "fake/solution", "--meta-model", meta, "--trials", "1", "--split", "0.34,0.33,0.33",
+            "--max-iterations", "1", "--db", str(db), "--json")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    with Store(db, read_only=True) as s:
+        cands = s.rows("SELECT iteration, status, proposer, rationale, evidence, diff FROM candidates ORDER BY iteration")
+        meta_rows = s.rows("SELECT usd FROM budget_ledger WHERE kind = 'meta'")
+        stages = [d["stage"] for d in s.rows("SELECT stage FROM gate_decisions ORDER BY decided_at")]
+    assert [c["iteration"] for c in cands] == [0, 1]
+    c = cands[1]
+    assert c["proposer"] == "llm"
+    assert c["rationale"] == "scripted: the agent runs out of turns; raise max_turns to 32"
+    assert json.loads(c["evidence"]) == []  # its only cite was made up
+    assert "+   \"max_turns\": 32," in c["diff"] and "temperature" not in c["diff"]  # the diff shows the change only
+    # it went through the guard, smoke, screen and the validation gate (K = 1 keeps the gate from accepting)
+    assert stages == ["screen", "validation"]
+    assert c["status"] in ("accepted", "inconclusive") and out["stop_reason"] == "max iterations (1) reached"
+    assert meta_rows == [{"usd": 0.0}]
