@@ -17,7 +17,8 @@ import yaml
 
 from meta_agent.proposers import Evidence, UnknownProposer, get_proposer
 from meta_agent.proposers.heuristic import HeuristicProposer
-from meta_agent.proposers.llm import ELIDED, LLMProposer, harness_yaml
+from meta_agent.proposers.llm import ELIDED, LLMProposer
+from meta_agent.proposers.llm_tools import harness_yaml
 from task_agent.harness_io import harness_from_data, load_harness, resolve_harness
 from task_agent.messages import Message, ModelResponse, ToolCallPart
 from task_agent.models.errors import MissingApiKey
