@@ -119,9 +119,29 @@ def run_cmd(
     if as_json:
         print(json.dumps(result, default=str))
     else:
-        err.print(f"baseline test {result['baseline_test_score']:.3f} -> best {result['best_test_score']:.3f} "
-                  f"({result['best_candidate']}); {result['accepted']} accepted of {result['iterations']}; "
-                  f"spend ${result['spend_usd']:.2f}; {result['stop_reason']}", highlight=False)
+        report(result)
+
+
+def report(r: dict) -> None:
+    """The end-of-run report: sealed test scores with CIs, what was kept and why, spend."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    out = Console()
+    out.print(f"[bold]{r['experiment_id']}[/]  stopped: {r['stop_reason']}", highlight=False)
+    t = Table(title="sealed test split (95% t-interval over tasks)")
+    for c in ("harness", "score", "95% CI"):
+        t.add_column(c)
+    t.add_row("baseline", f"{r['baseline_test_score']:.3f}", "[{:.3f}, {:.3f}]".format(*r["baseline_test_ci"]))
+    t.add_row(f"best ({r['best_candidate'].rsplit('/', 1)[-1]})", f"{r['best_test_score']:.3f}",
+              "[{:.3f}, {:.3f}]".format(*r["best_test_ci"]))
+    out.print(t)
+    for c in r["candidates"][1:]:
+        colour = {"accepted": "green", "rejected": "red", "invalid": "red", "inconclusive": "yellow"}.get(c["status"], "white")
+        out.print(f"[{colour}]{c['status']:>12}[/] {c['id'].rsplit('/', 1)[-1]}: {escape(c['rationale'] or '')}",
+                  highlight=False)
+    out.print(f"{r['accepted']} accepted of {r['iterations']} proposals; spend ${r['spend_usd']:.2f} "
+              f"(task ${r['spend']['task']:.2f}, meta ${r['spend']['meta']:.2f}); chart: {r['progress_png']}", highlight=False)
 
 
 def check_meta_model(meta_model: str, fail) -> None:

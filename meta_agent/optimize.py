@@ -128,6 +128,7 @@ class Experiment:
         base_val, _ = self.evaluate(base["candidate_id"], base["harness"], "validation", val, k)
         noise = NoiseFloor.measure(base_val)
         state = {base["candidate_id"]: (base_train, base_val)}
+        self._estimate(k)
         tried = {c["harness_hash"] for c in cands}
         since_gain, iteration, stop = 0, len(cands), None
         for c in cands[1:]:  # resume: replay what was decided, finish what was not
@@ -172,6 +173,16 @@ class Experiment:
             since_gain = 0 if c["status"] == "accepted" else since_gain + 1
             iteration += 1
         return self._finish(base, cands, state, k, stop or "")
+
+    def _estimate(self, k: int) -> None:
+        """What the budget buys, priced from the baseline's own trials."""
+        n = self.ledger.trials_run()
+        per_trial = self.ledger.spent()["task"] / n if n else 0.0
+        per_iter = 1 + (len(self.splits["train"]) + len(self.splits["validation"])) * k
+        line = f"baseline: {n} trials, ${per_trial:.4f} per trial; an iteration runs up to {per_iter} trials"
+        if self.cfg.budget_usd is not None and per_trial > 0:
+            line += f" (${per_iter * per_trial:.2f}): the budget buys about {int(self.cfg.budget_usd / (per_iter * per_trial))} iterations"
+        self.say(line)
 
     def _incumbent(self, cands: list[dict]) -> dict:
         return [c for c in cands if c["status"] in ("baseline", "accepted")][-1]
