@@ -139,3 +139,18 @@ def test_split_that_leaves_a_set_empty(tmp_path):
     r = run(*args(ds, tmp_path / "e.duckdb"))
     assert r.returncode == 2 and "empty" in r.stderr
     assert not (tmp_path / "e.duckdb").exists()
+
+
+def test_the_sample_benchmark_run_from_the_readme_improves_the_test_score(tmp_path):
+    """The issue's offline end-to-end command, on the shipped sample tasks (several minutes)."""
+    minimal = Path(__file__).parents[1] / "harnesses" / "minimal"
+    r = subprocess.run([sys.executable, "-m", "meta_agent.cli", "run", "--benchmark", "terminalbench-sample",
+                        "--harness", str(minimal), "--model", "fake/solution", "--meta-model", "heuristic",
+                        "--db", str(tmp_path / "s.duckdb"), "--json"], capture_output=True, text=True, timeout=2400)
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["best_test_score"] > out["baseline_test_score"] and out["accepted"] >= 1
+    with Store(tmp_path / "s.duckdb", read_only=True) as s:
+        rows = s.rows("SELECT c.status, g.stage, g.outcome, g.reason FROM candidates c JOIN gate_decisions g "
+                      "USING (candidate_id) WHERE c.status = 'accepted' AND g.stage = 'validation'")
+    assert rows and all(x["outcome"] == "accept" and "validation gain" in x["reason"] for x in rows)
