@@ -18,7 +18,7 @@ def run_cmd(
     harness: str = typer.Option("baseline", "--harness", help="Starting harness: a folder or a shipped name."),
     model: Optional[str] = typer.Option(None, "--model", "-m", help="Task model, provider/model (e.g. fake/solution)."),
     meta_model: str = typer.Option("heuristic", "--meta-model", help="heuristic (no model), or provider/model for the llm meta-agent (e.g. anthropic/claude-opus-4-1, fake/script:PATH)."),
-    strategy: str = typer.Option("greedy", "--strategy", help="greedy."),
+    strategy: str = typer.Option("greedy", "--strategy", help="greedy (extend the incumbent) or pareto (per-task frontier, with merges)."),
     trials: int = typer.Option(3, "--trials", "-k", min=1, help="Trials per task and candidate (K)."),
     seed: int = typer.Option(0, "--seed", help="Seed of the split and the strategy."),
     split: str = typer.Option("0.5,0.25,0.25", "--split", help="train,validation,test fractions."),

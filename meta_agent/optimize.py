@@ -27,7 +27,7 @@ from meta_agent.gate import GateRule, NoiseFloor, Scores, confidence_interval, d
 from meta_agent.guard import Guard
 from meta_agent.ledger import Ledger
 from meta_agent.plot import write_progress_png
-from meta_agent.proposers import Evidence, get_proposer
+from meta_agent.proposers import Evidence, Revision, get_proposer
 from meta_agent.runner import run_eval
 from meta_agent.strategies import get_strategy
 from task_agent.harness import Harness
@@ -141,28 +141,37 @@ class Experiment:
             stop = self.stop_reason(iteration, since_gain, best_val)
             if stop:
                 break
-            parent = self.strategy.select([dict(c, val_mean=_mean(state.get(c["candidate_id"], ({}, {}))[1]))
-                                           for c in cands], rng)
-            p_train = state[parent["candidate_id"]][0]
-            failing = [t for t in train if _mean({t: p_train[t]}) < 1.0]
-            failing_ids = [r["trial_id"] for r in self.store.rows(
-                "SELECT trial_id FROM trials WHERE experiment_id = ? AND candidate_id = ? AND split = 'train' "
-                "AND (score IS NULL OR score < 1)", [self.id, parent["candidate_id"]])]
-            try:
-                rev = self.proposer.propose(parent["harness"], Evidence(self.store, failing_ids, self.id), tried)
-            except Exception as e:  # a meta-model API failure: stop cleanly; --resume can go on later
-                stop = f"the {self.proposer.name} proposer failed: {type(e).__name__}: {e}"
-                break
+            views = [dict(c, val_scores=state.get(c["candidate_id"], ({}, {}))[1],
+                          val_mean=_mean(state.get(c["candidate_id"], ({}, {}))[1])) for c in cands]
+            merged = (self.strategy.merge(views, rng, tried) if hasattr(self.strategy, "merge") and iteration % 3 == 0
+                      else None)
+            if merged:
+                harness, parent_ids, why = merged  # GEPA-style: combine what two frontier candidates changed
+                parent = max((v for v in views if v["candidate_id"] in parent_ids), key=lambda v: v["val_mean"])
+                rev, by = Revision(harness, why, cites=list(parent_ids)), "merge"
+            else:
+                parent = self.strategy.select(views, rng)
+                failing_ids = [r["trial_id"] for r in self.store.rows(
+                    "SELECT trial_id FROM trials WHERE experiment_id = ? AND candidate_id = ? AND split = 'train' "
+                    "AND (score IS NULL OR score < 1)", [self.id, parent["candidate_id"]])]
+                try:
+                    rev = self.proposer.propose(parent["harness"], Evidence(self.store, failing_ids, self.id), tried)
+                except Exception as e:  # a meta-model API failure: stop cleanly; --resume can go on later
+                    stop = f"the {self.proposer.name} proposer failed: {type(e).__name__}: {e}"
+                    break
+                by = self.proposer.name
             if rev is None:
                 unbooked = getattr(self.proposer, "last_run", {}).get("usd")
                 if unbooked:  # what a proposal that produced nothing cost still counts
                     self.ledger.spend("meta", None, "proposal without a revision", unbooked)
                 stop = f"the {self.proposer.name} proposer has nothing more to propose"
                 break
+            p_train = state[parent["candidate_id"]][0]
+            failing = [t for t in train if _mean({t: p_train[t]}) < 1.0]
             cid = f"{self.id}/c{iteration}"
             tried.add(rev.harness.content_hash())
             self.ledger.add_candidate(cid, rev.harness, iteration=iteration, status="pending", parent=parent["harness"],
-                                      parent_id=parent["candidate_id"], proposer=self.proposer.name,
+                                      parent_id=parent["candidate_id"], proposer=by,
                                       rationale=rev.rationale, evidence=rev.cites)
             self.ledger.spend("meta", cid, "proposal", rev.usd)
             self.say(f"c{iteration}: {rev.rationale}")

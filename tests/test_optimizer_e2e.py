@@ -55,9 +55,10 @@ def args(ds: Path, db: Path) -> list[str]:
             "--db", str(db), "--json"]
 
 
-def test_heuristic_run_improves_the_sealed_test_score_and_explains_itself(tmp_path):
+@pytest.mark.parametrize("strategy", ["greedy", "pareto"])
+def test_heuristic_run_improves_the_sealed_test_score_and_explains_itself(tmp_path, strategy):
     db = tmp_path / "r.duckdb"
-    r = run(*args(make_tasks(tmp_path / "ds"), db))
+    r = run(*args(make_tasks(tmp_path / "ds"), db), "--strategy", strategy)
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
     assert out["accepted"] >= 1 and out["best_test_score"] > out["baseline_test_score"]
@@ -65,7 +66,9 @@ def test_heuristic_run_improves_the_sealed_test_score_and_explains_itself(tmp_pa
     with Store(db, read_only=True) as s:
         cands = s.rows("SELECT candidate_id, status, rationale, diff FROM candidates ORDER BY iteration")
         decisions = s.rows("SELECT candidate_id, stage, outcome, reason, rule FROM gate_decisions")
-        splits = json.loads(s.rows("SELECT splits FROM experiments")[0]["splits"])
+        exp = s.rows("SELECT splits, config FROM experiments")[0]
+        splits = json.loads(exp["splits"])
+        assert json.loads(exp["config"])["run"]["strategy"] == strategy
         shown = s.rows("SELECT DISTINCT split FROM trials WHERE candidate_id != ? AND split = 'test'",
                        [cands[0]["candidate_id"]])
     assert cands[0]["status"] == "baseline"

@@ -1,11 +1,12 @@
 """Search strategies: which candidate to extend next. One small file each, chosen by name, each
-given a seeded RNG. `pareto` and `bilevel` are not built yet."""
+given a seeded RNG. `bilevel` (a strategy that rewrites the search itself) is not built yet."""
 
 from __future__ import annotations
 
 from typing import Protocol
 
 STRATEGIES = {"greedy": "meta_agent.strategies.greedy:Greedy"}
+STRATEGIES["pareto"] = "meta_agent.strategies.pareto:Pareto"
 
 
 class Strategy(Protocol):
