@@ -56,11 +56,11 @@ def run_cmd(
         if resume:
             if not db.exists():
                 fail(f"--resume: no store at {db}")
-            store = Store(db)
-            exp = Ledger(store, resume).experiment()
+            with Store(db, read_only=True) as probe:  # a bad id must not migrate or touch the file
+                exp = Ledger(probe, resume).experiment() if _has_ledger(probe) else None
             if exp is None:
-                store.close()
                 fail(f"--resume: no experiment '{resume}' in {db}")
+            store = Store(db)
             cfg = RunConfig.model_validate(exp["config"]["run"])
             check_meta_model(cfg.meta_model, fail)
             start = None
@@ -120,6 +120,10 @@ def run_cmd(
         print(json.dumps(result, default=str))
     else:
         report(result)
+
+
+def _has_ledger(store) -> bool:
+    return bool(store.rows("SELECT 1 FROM information_schema.tables WHERE table_name = 'experiments'"))
 
 
 def report(r: dict) -> None:
