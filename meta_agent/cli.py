@@ -25,7 +25,7 @@ app.add_typer(sandbox_app, name="sandbox")
 app.add_typer(benchmarks_app, name="benchmarks")
 
 
-def _register_traces() -> None:
+def _register_subcommands() -> None:
     from meta_agent.cli_run import run_cmd
     from meta_agent.cli_traces import app as traces_app
 
@@ -218,7 +218,7 @@ def benchmarks_list() -> None:
 
 
 def main() -> None:
-    _register_traces()
+    _register_subcommands()
     app()
 
 

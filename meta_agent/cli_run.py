@@ -60,6 +60,12 @@ def run_cmd(
                 exp = Ledger(probe, resume).experiment() if _has_ledger(probe) else None
             if exp is None:
                 fail(f"--resume: no experiment '{resume}' in {db}")
+            if exp["status"] == "finished":  # nothing to resume: show what it found
+                if as_json:
+                    print(json.dumps(exp["result"], default=str))
+                else:
+                    report(exp["result"])
+                return
             store = Store(db)
             cfg = RunConfig.model_validate(exp["config"]["run"])
             check_meta_model(cfg.meta_model, fail)

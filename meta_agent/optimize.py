@@ -239,7 +239,8 @@ class Experiment:
         test = self.splits["test"]
         self.say(f"stopped: {stop}. Sealed test split: {len(test)} tasks x {k}, baseline and best")
         base_test, _ = self.evaluate(base["candidate_id"], base["harness"], "test", test, k)
-        best_test = base_test if best is base else self.evaluate(best["candidate_id"], best["harness"], "test", test, k)[0]
+        best_test = (base_test if best["candidate_id"] == base["candidate_id"]
+                     else self.evaluate(best["candidate_id"], best["harness"], "test", test, k)[0])
         spent = self.ledger.spent()
         bm, bl, bh = confidence_interval(base_test)
         tm, tl, th = confidence_interval(best_test)

@@ -115,6 +115,8 @@ def test_kill_9_then_resume_reruns_nothing(tmp_path):
     assert status == "finished"
     assert all(after[t] == before[t] for t in before)  # nothing that finished ran again
     assert len(after) > len(before)
+    again = run("--resume", exp["experiment_id"], "--db", str(db), "--json")  # finished: just the result
+    assert again.returncode == 0 and json.loads(again.stdout) == json.loads(r.stdout)
 
 
 @pytest.mark.parametrize("extra, needle", [
