@@ -23,6 +23,7 @@ from task_agent.harness_io import harness_from_data, load_harness, resolve_harne
 from task_agent.messages import Message, ModelResponse, ToolCallPart
 from task_agent.models.errors import MissingApiKey
 from traces.store import Store
+from _step_tasks import make_tasks
 
 MINIMAL = load_harness(resolve_harness("minimal"))
 
@@ -155,24 +156,6 @@ def test_cli_refuses_meta_models_it_cannot_build(tmp_path):
 
 
 # -- Docker: a real traced store ------------------------------------------------------------------------
-def make_tasks(root: Path, n_long: int, n_short: int) -> Path:
-    """TB1 tasks (as in test_optimizer_e2e): write N lines, one solution step per line; `minimal`
-    (8 turns) fails the 12-step ones on its turn limit."""
-    for i in range(n_long + n_short):
-        steps = 12 if i < n_long else 1
-        d = root / f"steps-{i:02d}"
-        (d / "tests").mkdir(parents=True)
-        (d / "task.yaml").write_text(f"instruction: Write the numbers 1 to {steps} to /app/out.txt, one per line.\n"
-                                     "difficulty: easy\nmax_agent_timeout_sec: 120\nmax_test_timeout_sec: 60\n")
-        (d / "Dockerfile").write_text("FROM debian:bookworm-slim\nWORKDIR /app\n")
-        (d / "run-tests.sh").write_text("cd /app && python3 -m pytest $TEST_DIR/test_outputs.py -rA\n")
-        (d / "tests" / "test_outputs.py").write_text(
-            "from pathlib import Path\n\n\ndef test_lines():\n"
-            f"    assert Path('/app/out.txt').read_text().split() == [str(i) for i in range(1, {steps + 1})]\n")
-        (d / "solution.yaml").write_text("".join(f"- command: echo {k} >> /app/out.txt\n" for k in range(1, steps + 1)))
-    return root
-
-
 @pytest.fixture(scope="module")
 def docker_ready():
     try:
