@@ -43,6 +43,14 @@ def harbor_task(root: Path, name: str, solve: str, test_sh: str, agent_timeout: 
     return d
 
 
+TB2_TEST_SH = """#!/bin/bash
+apt-get update > /dev/null 2>&1
+apt-get install -y curl > /dev/null 2>&1
+curl -LsSf https://astral.sh/uv/0.9.5/install.sh | sh
+source $HOME/.local/bin/env
+uvx -p 3.13 -w pytest==8.4.1 -w pytest-json-ctrf==0.3.5 pytest --ctrf /logs/verifier/ctrf.json /tests/test_outputs.py -rA
+if [ $? -eq 0 ]; then echo 1 > /logs/verifier/reward.txt; else echo 0 > /logs/verifier/reward.txt; fi
+"""
 REWARD_FROM_FILE = "mkdir -p /logs/verifier; if [ -f /app/done ]; then echo 1; else echo 0; fi > /logs/verifier/reward.txt\n"
 
 
@@ -107,6 +115,8 @@ def test_bad_tasks_become_error_rows_and_the_others_run(tmp_path):
     unpullable = harbor_task(ds, "bad-image", "true\n", REWARD_FROM_FILE)
     (unpullable / "environment" / "Dockerfile").write_text("FROM registry.example/nothing:1\n")
     noreward = harbor_task(ds, "no-reward", "touch /app/done\n", "echo tests ran but wrote nothing\n")
+    # The real TB2 test.sh pattern, needing a Python the offline base image does not have.
+    harbor_task(ds, "needs-python-313", "touch /app/done\n", TB2_TEST_SH)
     r = metaopt("eval", "--benchmark", "terminalbench", "--dataset", str(ds), "--agent", "oracle",
                 "--db", str(tmp_path / "e.duckdb"), "--json")
     assert r.returncode == 0, r.stderr
@@ -117,6 +127,8 @@ def test_bad_tasks_become_error_rows_and_the_others_run(tmp_path):
     assert by_id["bad-image"]["status"] == "error" and "registry.example/nothing:1" in by_id["bad-image"]["error"]
     assert by_id["no-reward"]["status"] == "error" and by_id["no-reward"]["score"] is None
     assert "no reward" in by_id["no-reward"]["error"]
+    py313 = by_id["needs-python-313"]
+    assert py313["status"] == "error" and py313["score"] is None and "could not fetch" in py313["error"]
 
 
 def test_agent_timeout_still_runs_the_verifier(tmp_path):
