@@ -66,3 +66,16 @@ def test_traces_commands_read_a_run_back(tmp_path):
     assert bad.returncode == 2 and "no trial 'no-such-trial'" in bad.stderr
     missing = metaopt("traces", "list", "--db", str(tmp_path / "none.duckdb"))
     assert missing.returncode == 2 and "does not exist" in missing.stderr
+
+
+@pytest.mark.docker
+def test_hello_world_example_runs():
+    try:
+        docker.from_env().images.get("metaopt-base:latest")
+    except Exception:
+        pytest.skip("needs Docker and metaopt-base:latest")
+    root = __import__("pathlib").Path(__file__).parents[1]
+    r = subprocess.run([sys.executable, str(root / "examples" / "hello_world.py"), "hello-greetings"],
+                       capture_output=True, text=True, timeout=300, cwd=root)
+    assert r.returncode == 0, r.stderr
+    assert "hello-greetings: passed (score 1.0)" in r.stdout and "bash(" in r.stdout
