@@ -24,6 +24,10 @@ Dispatch = Callable[[], "tuple[ToolResultPart, ToolOutcome | None]"]
 CallWrapper = Callable[[ToolCallPart, Dispatch], "tuple[ToolResultPart, ToolOutcome | None]"]
 MAX_SUBAGENT_DEPTH = 2
 DROPPED = "[output dropped to fit the context window]"
+SUMMARIZE = ("The conversation is about to exceed the context window. Summarise your progress so far for "
+             "yourself: what you found, what you changed (files, commands), what works, what is left to do, "
+             "and anything you must not forget. Reply with the summary only; do not call tools.")
+SUMMARY_HEADER = "[Context was full. Your own summary of the work so far:]"
 
 
 @dataclass
@@ -149,7 +153,9 @@ class TaskAgent:
             return True
         if ctx.on_overflow == "stop":
             return False
-        # truncate_oldest_tool_outputs (summarize is not implemented yet and falls back to it)
+        if ctx.on_overflow == "summarize" and self._summarize(messages) and _tokens(messages) <= ctx.max_tokens:
+            return True
+        # truncate_oldest_tool_outputs (also what summarize falls back to)
         for i, m in enumerate(messages):
             if m.role != "tool":
                 continue
@@ -159,6 +165,21 @@ class TaskAgent:
             if _tokens(messages) <= ctx.max_tokens:
                 return True
         return _tokens(messages) <= ctx.max_tokens
+
+
+    def _summarize(self, messages: list[Message]) -> bool:
+        """Replace the history after the task by the model's own summary of it (as Terminus-2 does
+        when the context fills). False when the model could not give one."""
+        try:
+            r = self.model.generate([*messages, Message.user(SUMMARIZE)], [], self.settings)
+        except Exception:  # a failed summary is not fatal: the caller truncates instead
+            return False
+        self.usage, self.cost = self.usage + r.usage, self.cost + (r.cost_usd or 0.0)
+        if not r.message.text.strip():
+            return False
+        task = messages[1].text
+        messages[1:] = [Message.user(f"{task}\n\n{SUMMARY_HEADER}\n{r.message.text.strip()}")]
+        return True
 
 
 def _tokens(messages: list[Message]) -> int:

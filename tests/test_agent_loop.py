@@ -84,6 +84,19 @@ def test_context_overflow_drops_oldest_tool_outputs(tmp_path, make_sandbox):
     assert DROPPED in responses[0] and len(responses[-1]) > 10000, [r[:80] for r in responses]
 
 
+def test_context_overflow_can_be_summarized_by_the_model(tmp_path, make_sandbox):
+    sb = make_sandbox()
+    big = [{"tool": "bash", "arguments": {"command": "yes a | head -c 15000"}}] * 2  # the 2nd overflows
+    steps = big + [{"text": "SUMMARY: printed a lot of a's"}, {"text": "done"}]
+    model = get_model(script(tmp_path, steps))
+    h = harness(context={"max_tokens": 8000, "on_overflow": "summarize"})
+    ep = TaskAgent(h, model, sb).run("print things", time.monotonic() + 60)
+    assert model.unused_steps == [] and ep.outcome == "no_tool_call"
+    assert [m.role for m in ep.messages] == ["system", "user", "assistant"]
+    assert "print things" in ep.messages[1].text and "SUMMARY: printed a lot" in ep.messages[1].text
+    assert "Summarise your progress" in model.calls[2].messages[-1].text and model.calls[2].tools == []
+
+
 def test_malformed_arguments_from_a_real_client_reach_the_model_and_the_trace(tmp_path, make_sandbox):
     sb = make_sandbox()
     store = Store(tmp_path / "t.duckdb")
