@@ -7,7 +7,7 @@ import time
 import uuid
 from typing import Any
 
-from benchmarks.agents import AGENTS, Agent, AgentResult
+from benchmarks.agents import AgentResult
 from benchmarks.task import Task
 from sandbox.base import Sandbox
 from task_agent.harness import Harness
@@ -65,6 +65,3 @@ def _stage_solution(task: Task, sandbox: Sandbox) -> list[str]:
         sandbox.copy_in(host, dest)
     return [sol.command] if sol.command else list(sol.steps)
 
-
-def reference_agent(name: str) -> Agent:
-    return AGENTS[name]()

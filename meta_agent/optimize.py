@@ -21,7 +21,7 @@ from typing import Any, Callable
 
 from pydantic import BaseModel, ConfigDict
 
-from benchmarks.task import Task, TaskLoadError
+from benchmarks.task import Task
 from meta_agent.agents import HarnessAgent
 from meta_agent.gate import GateRule, NoiseFloor, Scores, confidence_interval, decide, rule_text, screen
 from meta_agent.guard import Guard
@@ -269,6 +269,3 @@ def _mean(scores: Scores) -> float:
     per = [sum(s) / len(s) for s in ([x for x in v if x is not None] for v in scores.values()) if s]
     return sum(per) / len(per) if per else 0.0
 
-
-def scored_tasks(tasks: list[Task | TaskLoadError]) -> list[Task]:
-    return [t for t in tasks if isinstance(t, Task)]

@@ -114,7 +114,7 @@ def test_bad_tasks_become_error_rows_and_the_others_run(tmp_path):
     (broken / "environment" / "Dockerfile").write_text("FROM debian:bookworm-slim\nRUN exit 3\n")
     unpullable = harbor_task(ds, "bad-image", "true\n", REWARD_FROM_FILE)
     (unpullable / "environment" / "Dockerfile").write_text("FROM registry.example/nothing:1\n")
-    noreward = harbor_task(ds, "no-reward", "touch /app/done\n", "echo tests ran but wrote nothing\n")
+    harbor_task(ds, "no-reward", "touch /app/done\n", "echo tests ran but wrote nothing\n")
     # The real TB2 test.sh pattern, needing a Python the offline base image does not have.
     harbor_task(ds, "needs-python-313", "touch /app/done\n", TB2_TEST_SH)
     r = metaopt("eval", "--benchmark", "terminalbench", "--dataset", str(ds), "--agent", "oracle",
