@@ -76,3 +76,20 @@ def built_images(docker_backend: DockerBackend) -> Iterator[list[str]]:
             docker_backend.api.remove_image(tag, force=True)
         except docker.errors.APIError:
             pass
+
+
+def require_base_image() -> None:
+    """Skip the calling test (or module fixture) unless Docker answers and the base image exists."""
+    try:
+        docker.from_env().images.get(DEFAULT_TEST_IMAGE)
+    except Exception:
+        pytest.skip(f"needs a running Docker daemon and {DEFAULT_TEST_IMAGE} (scripts/setup.sh)")
+
+
+def metaopt(*args: str, timeout: float = 900, env: dict[str, str] | None = None):
+    """Run the `metaopt` CLI of this checkout in a subprocess (output captured as text)."""
+    import subprocess
+    import sys
+
+    return subprocess.run([sys.executable, "-m", "meta_agent.cli", *args], capture_output=True, text=True,
+                          timeout=timeout, env=env)

@@ -4,13 +4,9 @@ import json
 import subprocess
 import sys
 
-import docker
 import pytest
 
-
-def metaopt(*args: str, env=None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "meta_agent.cli", *args], capture_output=True, text=True,
-                          timeout=600, env=env)
+from _docker_fixtures import metaopt, require_base_image
 
 
 @pytest.mark.parametrize("args, needle", [
@@ -40,10 +36,7 @@ def test_bad_harness_names_file_and_field(tmp_path):
 
 @pytest.mark.docker
 def test_traces_commands_read_a_run_back(tmp_path):
-    try:
-        docker.from_env().images.get("metaopt-base:latest")
-    except Exception:
-        pytest.skip("needs Docker and metaopt-base:latest")
+    require_base_image()
     db = str(tmp_path / "t.duckdb")
     r = metaopt("eval", "--benchmark", "terminalbench-sample", "--model", "fake/solution", "--harness", "minimal",
                 "--tasks", "hello-greetings", "--db", db, "--json")
@@ -70,10 +63,7 @@ def test_traces_commands_read_a_run_back(tmp_path):
 
 @pytest.mark.docker
 def test_hello_world_example_runs():
-    try:
-        docker.from_env().images.get("metaopt-base:latest")
-    except Exception:
-        pytest.skip("needs Docker and metaopt-base:latest")
+    require_base_image()
     root = __import__("pathlib").Path(__file__).parents[1]
     r = subprocess.run([sys.executable, str(root / "examples" / "hello_world.py"), "hello-greetings"],
                        capture_output=True, text=True, timeout=300, cwd=root)

@@ -14,21 +14,15 @@ import pytest
 
 from benchmarks.registry import load_benchmark
 from traces.store import Store
+from _docker_fixtures import metaopt, require_base_image
 
 pytestmark = pytest.mark.docker
 SAMPLES = Path(__file__).parents[1] / "benchmarks" / "samples" / "terminalbench"
 
 
-def metaopt(*args: str, timeout: float = 900) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "meta_agent.cli", *args], capture_output=True, text=True, timeout=timeout)
-
-
 @pytest.fixture(scope="module", autouse=True)
 def base_image():
-    try:
-        docker.from_env().images.get("metaopt-base:latest")
-    except Exception:
-        pytest.skip("needs a running Docker daemon and metaopt-base:latest (scripts/setup.sh)")
+    require_base_image()
 
 
 def harbor_task(root: Path, name: str, solve: str, test_sh: str, agent_timeout: float = 30, test_py: str | None = None) -> Path:

@@ -24,6 +24,7 @@ from task_agent.messages import Message, ModelResponse, ToolCallPart
 from task_agent.models.errors import MissingApiKey
 from traces.store import Store
 from _step_tasks import make_tasks
+from _docker_fixtures import metaopt, require_base_image
 
 MINIMAL = load_harness(resolve_harness("minimal"))
 
@@ -158,16 +159,11 @@ def test_cli_refuses_meta_models_it_cannot_build(tmp_path):
 # -- Docker: a real traced store ------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def docker_ready():
-    try:
-        import docker
-
-        docker.from_env().images.get("metaopt-base:latest")
-    except Exception:
-        pytest.skip("needs a running Docker daemon and metaopt-base:latest (scripts/setup.sh)")
+    require_base_image()
 
 
 def cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "meta_agent.cli", *args], capture_output=True, text=True, timeout=600)
+    return metaopt(*args, timeout=600)
 
 
 @pytest.fixture(scope="module")

@@ -16,21 +16,18 @@ import pytest
 
 from traces.store import Store
 from _step_tasks import make_tasks
+from _docker_fixtures import metaopt, require_base_image
 
 pytestmark = pytest.mark.docker
 
 
 @pytest.fixture(scope="module", autouse=True)
 def base_image():
-    try:
-        docker.from_env().images.get("metaopt-base:latest")
-    except Exception:
-        pytest.skip("needs a running Docker daemon and metaopt-base:latest (scripts/setup.sh)")
+    require_base_image()
 
 
 def run(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "meta_agent.cli", "run", *args], capture_output=True, text=True,
-                          timeout=1200)
+    return metaopt("run", *args, timeout=1200)
 
 
 def args(ds: Path, db: Path) -> list[str]:
