@@ -150,18 +150,25 @@ def causes_cmd(experiment: Optional[str] = typer.Option(None, "--experiment"), r
 
 
 def search_cmd(text: str = typer.Argument(..., help="Text to find in message content (case-insensitive)."),
-               db: Path = DB, as_json: bool = JSON) -> None:
+               limit: int = typer.Option(50, "--limit", min=1), db: Path = DB, as_json: bool = JSON) -> None:
     """Full-text search over message content (prompts, reasoning, tool calls and outputs)."""
     from traces.explorer.queries import search
 
-    data = _view(db, lambda s: search(s, text))
+    def run(store):  # the terminal has no page to click "further": scan until `limit` hits or the end
+        data = search(store, text, limit)
+        while data["next"] is not None and len(data["hits"]) < limit:
+            more = search(store, text, limit - len(data["hits"]), before=data["next"])
+            data = {**more, "hits": data["hits"] + more["hits"]}
+        return data
+
+    data = _view(db, run)
     if as_json:
         return _print_json(data)
     for h in data["hits"]:
         out.print(f"[bold]{h['trial_id']}[/] span {h['span_id']} {h['direction']}: "
                   f"{escape(h['snippet'].replace(chr(10), ' '))}", highlight=False)
-    if data["more"]:
-        out.print("[dim](more hits: narrow the text)[/]")
+    if data["next"] is not None:
+        out.print(f"[dim](first {limit} hits, newest first; --limit shows more)[/]")
 
 
 def compare_cmd(task: str = typer.Argument(...), a: str = typer.Argument(..., help="Candidate or run id."),

@@ -7,6 +7,7 @@ traces.queries; this module adds the experiment, matrix, causes, search and comp
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 from traces.queries import show_trial
@@ -105,7 +106,7 @@ def matrix(store: Store, experiment_id: str | None = None) -> dict[str, Any]:
     return {"experiment_id": experiment_id, "columns": cols, "rows": out}
 
 
-def trial(store: Store, trial_id: str, cut: int | None = CUT) -> dict[str, Any]:
+def trial(store: Store, trial_id: str, cut: int | None = CUT, spans: bool = True) -> dict[str, Any]:
     """One trial: the transcript in order (from traces.queries.show_trial), the span waterfall
     (offsets from the first span, durations, tokens), and the verifier (output, per-test
     results, exit code). Texts longer than `cut` are shortened and the entry marked `cut`;
@@ -121,12 +122,13 @@ def trial(store: Store, trial_id: str, cut: int | None = CUT) -> dict[str, Any]:
     if cut is not None:
         entries = [_cut(e, cut) for e in entries]
     return {"trial": data["trial"], "agent": data["agent"], "trace_ids": data["trace_ids"],
-            "transcript": entries[:-1], "verifier": entries[-1], "spans": waterfall(store, trial_id, t.get("trace_id"))}
+            "transcript": entries[:-1], "verifier": entries[-1],
+            "spans": waterfall(store, trial_id, t.get("trace_id")) if spans else None}
 
 
 def trial_entry(store: Store, trial_id: str, n: int) -> dict[str, Any]:
     """Transcript entry `n` of a trial, uncut (n = -1: the verifier)."""
-    data = trial(store, trial_id, cut=None)
+    data = trial(store, trial_id, cut=None, spans=False)
     entries = data["transcript"] + [data["verifier"]]
     if not -len(entries) <= n < len(entries):
         raise KeyError(f"trial {trial_id!r} has no transcript entry {n}")
@@ -153,11 +155,16 @@ def _cut(entry: dict[str, Any], n: int) -> dict[str, Any]:
 
 def waterfall(store: Store, trial_id: str, trace_id: str | None, limit: int = 2000) -> list[dict[str, Any]]:
     """Spans of a trial in start order with offset_ms from the first one (at most `limit`)."""
-    return store.rows(
-        "SELECT span_id, parent_span_id, name, operation_name, tool_name, status_code, error_type,"
-        " (start_ns - min(start_ns) OVER ()) / 1e6 AS offset_ms, duration_ms, input_tokens, output_tokens,"
-        " reasoning_tokens, cost_usd FROM spans WHERE trial_id = ? OR trace_id = ? ORDER BY start_ns, span_id"
-        " LIMIT ?", [trial_id, trace_id or "", limit])
+    cols = ("span_id, parent_span_id, name, operation_name, tool_name, status_code, error_type, start_ns,"
+            " duration_ms, input_tokens, output_tokens, reasoning_tokens, cost_usd")
+    rows = store.rows(  # UNION, not OR: see traces.queries.show_trial
+        f"SELECT {cols} FROM spans WHERE trial_id = ? UNION SELECT {cols} FROM spans WHERE trace_id = ?"
+        " ORDER BY start_ns, span_id LIMIT ?", [trial_id, trace_id or "", limit])
+    t0 = min((r["start_ns"] for r in rows if r["start_ns"] is not None), default=0)
+    for r in rows:
+        start = r.pop("start_ns")
+        r["offset_ms"] = None if start is None else (start - t0) / 1e6
+    return rows
 
 
 CAUSES = ("verifier failure", "timeout", "turn limit", "tool error", "model error", "sandbox error")
@@ -191,20 +198,25 @@ def failure_causes(store: Store, experiment_id: str | None = None, run_id: str |
         if v is not None:
             where += f" AND {col} = ?"
             params.append(v)
-    rows = store.rows(
-        f"WITH f AS (SELECT trial_id, task_id, candidate_id, status, failure_mode, error FROM trials{where}),"
-        " s AS (SELECT trial_id, operation_name, status_code, parent_span_id, span_id, start_ns, attributes"
-        "       FROM spans WHERE trial_id IN (SELECT trial_id FROM f) AND (operation_name = 'invoke_agent'"
-        "       OR status_code = 'ERROR'))"
-        " SELECT f.*, (SELECT arg_min(span_id, start_ns) FROM s WHERE s.trial_id = f.trial_id AND"
-        "   operation_name = 'invoke_agent') AS agent_span,"
-        " (SELECT arg_min(json_extract_string(attributes, '$.\"metaopt.outcome\"'), start_ns) FROM s"
-        "   WHERE s.trial_id = f.trial_id AND operation_name = 'invoke_agent') AS outcome,"
-        " (SELECT arg_max(span_id, start_ns) FROM s WHERE s.trial_id = f.trial_id AND"
-        "   operation_name = 'execute_tool' AND status_code = 'ERROR') AS tool_error_span,"
-        " (SELECT arg_max(span_id, start_ns) FROM s WHERE s.trial_id = f.trial_id AND"
-        "   operation_name = 'chat' AND status_code = 'ERROR') AS chat_error_span"
-        " FROM f ORDER BY trial_id", params)
+    rows = store.rows(f"SELECT trial_id, task_id, candidate_id, status, failure_mode, error FROM trials{where}"
+                      " ORDER BY trial_id", params)
+    if not rows:
+        return []
+    # one scan of spans for the failed trials' root agent spans and failing spans
+    spans = store.con.execute(
+        f"WITH f AS (SELECT trial_id FROM trials{where}) SELECT trial_id, span_id, operation_name, start_ns,"
+        " status_code, CASE WHEN operation_name = 'invoke_agent' THEN attributes->>'$.\"metaopt.outcome\"' END"
+        " FROM spans WHERE ((operation_name = 'invoke_agent' AND parent_span_id IS NULL) OR status_code = 'ERROR')"
+        " AND trial_id IN (SELECT trial_id FROM f) ORDER BY start_ns", params).fetchall()
+    info: dict[str, dict[str, Any]] = {}
+    for tid, span_id, op, _, status, outcome in spans:
+        d = info.setdefault(tid, {"agent_span": None, "outcome": None, "tool_error_span": None, "chat_error_span": None})
+        if op == "invoke_agent" and d["agent_span"] is None:
+            d["agent_span"], d["outcome"] = span_id, outcome
+        if status == "ERROR" and op in ("execute_tool", "chat"):
+            d[f"{'tool' if op == 'execute_tool' else 'chat'}_error_span"] = span_id  # the last one wins
+    empty = {"agent_span": None, "outcome": None, "tool_error_span": None, "chat_error_span": None}
+    rows = [r | info.get(r["trial_id"], empty) for r in rows]
     groups: dict[str, list[dict[str, Any]]] = {}
     for r in rows:
         cause, span = _cause(r)
@@ -214,27 +226,42 @@ def failure_causes(store: Store, experiment_id: str | None = None, run_id: str |
             for c, ts in sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0]))]
 
 
-def search(store: Store, text: str, limit: int = 50) -> dict[str, Any]:
-    """Message parts whose text contains `text` (case-insensitive), newest trials first is not
-    promised: store order. [{trial_id, span_id, direction, role, snippet}], `more` when cut."""
+def search(store: Store, text: str, limit: int = 50, before: int | None = None,
+           budget_ms: float = 100.0, chunk: int = 50_000) -> dict[str, Any]:
+    """Message parts whose text contains `text` (case-insensitive), newest first:
+    {query, hits: [{trial_id, span_id, direction, role, part_type, tool_name, snippet}], next}.
+
+    The scan goes back through the messages table in chunks of rows and stops after `limit`
+    hits or once `budget_ms` is spent, so every answer comes quickly however large the store;
+    `next` (None when everything was searched) continues the scan: pass it as `before`."""
     if not text.strip():
         raise KeyError("search needs some text")
-    rows = store.rows(
-        "SELECT trial_id, span_id, direction, role, part_type, tool_name, text FROM messages"
-        " WHERE contains(lower(text), lower(?)) LIMIT ?", [text, limit + 1])
-    needle = text.lower()
-    hits = []
-    for r in rows[:limit]:
-        body = r.pop("text") or ""
-        i = body.lower().find(needle)
-        r["snippet"] = ("..." if i > 80 else "") + body[max(0, i - 80): i + len(text) + 120]
-        hits.append(r)
-    return {"query": text, "hits": hits, "more": len(rows) > limit}
+    pattern = "%" + text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+    top = store.con.execute("SELECT max(rowid) + 1 FROM messages").fetchone()[0] or 0
+    hi = top if before is None else min(int(before), top)
+    t0, hits, needle = time.perf_counter(), [], text.lower()
+    while hi > 0 and len(hits) < limit and (time.perf_counter() - t0) * 1000 < budget_ms:
+        lo = max(0, hi - chunk)
+        rows = store.rows(
+            "SELECT rowid AS row, trial_id, span_id, direction, role, part_type, tool_name, text FROM messages"
+            " WHERE rowid >= ? AND rowid < ? AND text ILIKE ? ESCAPE '\\' ORDER BY rowid DESC LIMIT ?",
+            [lo, hi, pattern, limit - len(hits)])
+        last = None
+        for r in rows:
+            last = r.pop("row")
+            body = r.pop("text") or ""
+            i = body.lower().find(needle)
+            r["snippet"] = ("..." if i > 80 else "") + body[max(0, i - 80): i + len(text) + 120]
+            hits.append(r)
+        hi = lo if len(hits) < limit else last  # a full page stops at its last hit: continue below it
+    more = hi > 0
+    return {"query": text, "hits": hits, "next": hi if more else None,
+            "searched": 1.0 if top == 0 else round((top - hi) / top, 3)}
 
 
 def compare(store: Store, task_id: str, a: str, b: str) -> dict[str, Any]:
     """The same task under two candidates (or runs): each side's trials of the task and the
-    first trial's full view (transcript, spans, verifier)."""
+    first trial's view (transcript and verifier; its spans are on the trial page)."""
     sides = []
     for ref in (a, b):
         ts = store.rows(
@@ -242,5 +269,5 @@ def compare(store: Store, task_id: str, a: str, b: str) -> dict[str, Any]:
             " (candidate_id = ? OR run_id = ?) ORDER BY split = 'smoke', trial_id", [task_id, ref, ref])
         if not ts:
             raise KeyError(f"no trial of task {task_id!r} under {ref!r} in store {store.path}")
-        sides.append({"ref": ref, "trials": ts, "first": trial(store, ts[0]["trial_id"])})
+        sides.append({"ref": ref, "trials": ts, "first": trial(store, ts[0]["trial_id"], spans=False)})
     return {"task_id": task_id, "a": sides[0], "b": sides[1]}

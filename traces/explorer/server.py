@@ -51,7 +51,7 @@ ROUTES: dict[str, Callable[[Any, dict[str, list[str]]], Any]] = {
     "/api/trial": lambda s, p: q.trial(s, _arg(p, "id")),
     "/api/trial/entry": lambda s, p: q.trial_entry(s, _arg(p, "id"), _int(p, "n")),
     "/api/failures": lambda s, p: q.failure_causes(s, _arg(p, "experiment", None), _arg(p, "run", None)),
-    "/api/search": lambda s, p: q.search(s, _arg(p, "q")),
+    "/api/search": lambda s, p: q.search(s, _arg(p, "q"), before=_int(p, "before") if p.get("before") else None),
     "/api/compare": lambda s, p: q.compare(s, _arg(p, "task"), _arg(p, "a"), _arg(p, "b")),
 }
 

@@ -240,9 +240,12 @@ async function searchView(p) {
   const input = h("input", { type: "search", id: "q", value: q, size: 50, placeholder: "text in prompts, reasoning, tool calls, outputs" });
   const form = h("form", { onsubmit: (ev) => { ev.preventDefault(); location.hash = "#/search?" + new URLSearchParams({ q: input.value }); } }, input, h("button", {}, "search"));
   if (!q) return [h("h2", {}, "Search messages"), form];
-  const d = await api("search", { q });
+  const params = { q };
+  if (p.get("before")) params.before = p.get("before");
+  const d = await api("search", params);
   return [h("h2", {}, "Search messages"), form,
-    h("p", {}, `${d.hits.length}${d.more ? "+" : ""} hit(s)`),
+    h("p", {}, `${d.hits.length} hit(s)${p.get("before") ? " further back" : ""}; searched ${Math.round(100 * d.searched)}% of messages (newest first). `,
+      d.next !== null ? link("search", { q, before: d.next }, "search further") : "searched everything."),
     h("table", {}, d.hits.map((x) => h("tr", {}, h("td", {}, link("trial", { id: x.trial_id, span: x.span_id }, x.trial_id)), h("td", {}, x.direction), h("td", {}, h("pre", {}, x.snippet)))))];
 }
 
