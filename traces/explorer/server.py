@@ -48,7 +48,7 @@ ROUTES: dict[str, Callable[[Any, dict[str, list[str]]], Any]] = {
     "/api/overview": lambda s, p: q.overview(s),
     "/api/experiment": lambda s, p: q.experiment(s, _arg(p, "id")),
     "/api/matrix": lambda s, p: q.matrix(s, _arg(p, "experiment", None)),
-    "/api/trial": lambda s, p: q.trial(s, _arg(p, "id")),
+    "/api/trial": lambda s, p: q.trial(s, _arg(p, "id"), cut=_int(p, "cut") if p.get("cut") else q.CUT),
     "/api/trial/entry": lambda s, p: q.trial_entry(s, _arg(p, "id"), _int(p, "n")),
     "/api/failures": lambda s, p: q.failure_causes(s, _arg(p, "experiment", None), _arg(p, "run", None)),
     "/api/search": lambda s, p: q.search(s, _arg(p, "q"), before=_int(p, "before") if p.get("before") else None),

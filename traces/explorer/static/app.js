@@ -204,7 +204,7 @@ function verifierEl(v) {
 
 async function trialView(p) {
   const id = p.get("id");
-  const d = await api("trial", { id });
+  const d = await api("trial", p.get("cut") ? { id, cut: p.get("cut") } : { id });
   const t = d.trial || {};
   const out = [
     h("h2", {}, id),
