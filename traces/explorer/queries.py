@@ -202,12 +202,16 @@ def failure_causes(store: Store, experiment_id: str | None = None, run_id: str |
                       " ORDER BY trial_id", params)
     if not rows:
         return []
-    # one scan of spans for the failed trials' root agent spans and failing spans
-    spans = store.con.execute(
-        f"WITH f AS (SELECT trial_id FROM trials{where}) SELECT trial_id, span_id, operation_name, start_ns,"
-        " status_code, CASE WHEN operation_name = 'invoke_agent' THEN attributes->>'$.\"metaopt.outcome\"' END"
-        " FROM spans WHERE ((operation_name = 'invoke_agent' AND parent_span_id IS NULL) OR status_code = 'ERROR')"
-        " AND trial_id IN (SELECT trial_id FROM f) ORDER BY start_ns", params).fetchall()
+    # two scans, each on one column's filter (one scan with OR is 3x slower at 1M spans)
+    f = f"WITH f AS (SELECT trial_id FROM trials{where}) "
+    agents = store.con.execute(
+        f + "SELECT trial_id, span_id, 'invoke_agent', start_ns, NULL, attributes->>'$.\"metaopt.outcome\"' FROM spans"
+        " WHERE operation_name = 'invoke_agent' AND parent_span_id IS NULL AND trial_id IN (SELECT trial_id FROM f)",
+        params).fetchall()
+    errors = store.con.execute(
+        f + "SELECT trial_id, span_id, operation_name, start_ns, status_code, NULL FROM spans"
+        " WHERE status_code = 'ERROR' AND trial_id IN (SELECT trial_id FROM f)", params).fetchall()
+    spans = sorted(agents + errors, key=lambda r: r[3] or 0)
     info: dict[str, dict[str, Any]] = {}
     for tid, span_id, op, _, status, outcome in spans:
         d = info.setdefault(tid, {"agent_span": None, "outcome": None, "tool_error_span": None, "chat_error_span": None})
