@@ -188,3 +188,37 @@ def test_overview_separates_experiments_from_evaluation_runs(tmp_path):
         s.add_trial(_trial(1))
         data = overview(s)
     assert data["experiments"] == [] and data["runs"][0]["run_id"] == "run-w" and data["runs"][0]["trials"] == 1
+
+
+def test_failures_are_grouped_by_cause_with_the_span_to_open(tmp_path):
+    """Each cause's rule on rows shaped as the runner and exporter write them (the browser test
+    covers turn limit and verifier failure from real runs; the rarer causes are built here)."""
+    cases = {  # task: (status, failure_mode, agent outcome, tool error spans)
+        "verifier": ("failed", "tests_failed", "finished", 0), "turns": ("failed", "tests_failed", "turn_limit", 0),
+        "slow": ("timeout", "agent_timeout", "time_limit", 0), "tool": ("failed", "tests_failed", "finished", 2),
+        "model": ("error", "agent_error", "model_error", 0), "sandbox": ("error", "sandbox_error", None, 0),
+        "fine": ("passed", None, "finished", 1),
+    }
+    with Store(tmp_path / "c.duckdb") as s:
+        for task, (status, mode, outcome, n_err) in cases.items():
+            tid = f"run-c/{task}/0"
+            s.add_trial({**_trial(0), "trial_id": tid, "run_id": "run-c", "task_id": task, "status": status,
+                         "failure_mode": mode})
+            if outcome is None:
+                continue  # the sandbox failed before the agent ran: no spans
+            s.con.execute("INSERT INTO spans (trace_id, span_id, name, start_ns, trial_id, operation_name, status_code,"
+                          " attributes) VALUES (?, ?, 'invoke_agent x', 0, ?, 'invoke_agent', 'UNSET', ?)",
+                          [task, f"{task}-agent", tid, json.dumps({"metaopt.outcome": outcome})])
+            for i in range(n_err):
+                s.con.execute("INSERT INTO spans (trace_id, span_id, parent_span_id, name, start_ns, trial_id,"
+                              " operation_name, status_code, error_type) VALUES (?, ?, ?, 'execute_tool bash', ?, ?,"
+                              " 'execute_tool', 'ERROR', 'tool_error')", [task, f"{task}-tool{i}", f"{task}-agent", i + 1, tid])
+        from traces.explorer.queries import failure_causes
+
+        groups = {g["cause"]: g for g in failure_causes(s, run_id="run-c")}
+    assert set(groups) == {"verifier failure", "turn limit", "timeout", "tool error", "model error", "sandbox error"}
+    where = {g: [(t["task_id"], t["span_id"]) for t in groups[g]["trials"]] for g in groups}
+    assert where == {"verifier failure": [("verifier", None)], "turn limit": [("turns", "turns-agent")],
+                     "timeout": [("slow", "slow-agent")], "tool error": [("tool", "tool-tool1")],  # the last failing call
+                     "model error": [("model", "model-agent")], "sandbox error": [("sandbox", None)]}
+    assert all(g["count"] == 1 for g in groups.values())

@@ -184,7 +184,12 @@ function partEls(parts) {
 function entryEl(e, n, trialId) {
   let el;
   if (e.type === "system") el = h("div", { class: "entry system" }, h("div", { class: "label" }, "system prompt"), partEls(e.parts));
-  else if (e.type === "message") el = h("div", { class: "entry " + e.direction }, h("div", { class: "label" }, `${e.role} (${e.direction})${e.model ? " · " + e.model : ""}`), partEls(e.parts));
+  else if (e.type === "message") {
+    // tool results fed back to the model are shown once, under their tool call
+    const parts = e.direction === "input" ? (e.parts || []).filter((x) => x.type !== "tool_call_response") : e.parts;
+    if (!parts.length) return h("div", { hidden: "hidden" });
+    el = h("div", { class: "entry " + e.direction }, h("div", { class: "label" }, `${e.role} (${e.direction})${e.model ? " · " + e.model : ""}`), partEls(parts));
+  }
   else if (e.type === "tool") el = h("div", { class: "entry tool" + (e.status === "ERROR" ? " err" : "") },
     h("div", { class: "label" }, `tool ${e.name} · ${fmt(e.duration_ms, 0)} ms`, e.status === "ERROR" ? ` · ERROR ${e.error_type || ""}` : ""),
     h("pre", {}, JSON.stringify(e.arguments, null, 1)), h("pre", { class: "result" }, e.result ?? ""));
@@ -252,7 +257,7 @@ async function searchView(p) {
 async function compareView(p) {
   const d = await api("compare", { task: p.get("task"), a: p.get("a"), b: p.get("b") });
   const side = (x) => h("div", {}, h("h3", {}, x.ref),
-    h("ul", {}, x.trials.map((t) => h("li", {}, link("trial", { id: t.trial_id }, short(t.trial_id.split("/").slice(-3).join("/"))), " ", statusEl(t.status), ` ${fmt(t.score)}`))),
+    h("ul", {}, x.trials.map((t) => h("li", {}, link("trial", { id: t.trial_id }, t.trial_id.split("/").slice(-3).join("/")), " ", statusEl(t.status), ` ${fmt(t.score)}`))),
     h("p", { class: "label" }, `transcript of ${x.first.trial?.trial_id || ""}`),
     x.first.transcript.map((e, n) => entryEl(e, n, x.first.trial?.trial_id)), entryEl(x.first.verifier, -1, x.first.trial?.trial_id));
   return [h("h2", {}, `Task ${d.task_id} side by side`), h("div", { class: "cols" }, side(d.a), side(d.b))];
