@@ -23,8 +23,8 @@ def ui_cmd(db: Path = DB,
            host: str = typer.Option("127.0.0.1", "--host", help="Address to bind; keep 127.0.0.1 unless you mean to share the traces.")) -> None:
     """Serve the trace explorer: experiments, task x candidate matrix, trials, failures, side-by-side.
 
-    Reads the store read-only and never holds it open between requests, so a `metaopt run` can
-    start or keep writing; while one writes, pages show a snapshot copied at most every 2 s."""
+    Reads a snapshot (a copy) of the store, never the file itself, so a `metaopt run` can start
+    or keep writing meanwhile; while the store changes, the snapshot is retaken every 2 s or so."""
     from meta_agent.cli import err, fail
     from traces.explorer.server import make_server
     from traces.explorer.source import Source

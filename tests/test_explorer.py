@@ -9,6 +9,7 @@ import json
 import re
 import subprocess
 import sys
+import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -182,3 +183,30 @@ def test_unknown_ids_are_a_message_in_the_page_and_the_terminal(server, store, p
     assert e.value.code == 404 and "Traceback" not in e.value.read().decode()
     r = metaopt("traces", "compare", "steps-00", "a", "b", "--db", str(store["db"]))
     assert r.returncode == 2 and "no trial of task 'steps-00' under 'a'" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_a_running_eval_is_not_blocked_and_shows_up(server, store):
+    """Last in this module: it adds a run to the shared store. `metaopt eval` writes the store
+    the running `metaopt ui` reads; the eval must succeed and its trials appear in the views."""
+    ds = store["db"].parent / "ds"
+    proc = subprocess.Popen([sys.executable, "-m", "meta_agent.cli", "eval", "--benchmark", "terminalbench",
+                             "--dataset", str(ds), "--model", "fake/nop", "--tasks", "steps-04,steps-05",
+                             "--db", str(store["db"]), "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    polls = 0
+    while proc.poll() is None:  # browse while it writes
+        api(server, "overview")
+        api(server, "failures")
+        polls += 1
+    out, err = proc.communicate()
+    assert proc.returncode == 0, err
+    assert polls > 3
+    run_id = json.loads(out)["run_id"]
+    deadline = time.monotonic() + 20
+    while True:
+        runs = {r["run_id"]: r for r in api(server, "overview")["data"]["runs"]}
+        if run_id in runs and runs[run_id]["trials"] == 2:
+            break
+        assert time.monotonic() < deadline, runs
+        time.sleep(0.3)
+    causes = {g["cause"]: g for g in api(server, "failures", run=run_id)["data"]}
+    assert causes["verifier failure"]["count"] == 2

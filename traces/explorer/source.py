@@ -1,13 +1,14 @@
 """How the explorer reads a store that a `metaopt run` or `eval` may be writing right now.
 
-DuckDB lets one process write a file and no other process open it meanwhile. So:
-- no writer: the explorer opens the file read-only and keeps that connection only while you
-  browse: it closes it after `idle_s` without a request (opening costs ~60 ms on a large store,
-  too much to pay per request), so a run started later finds the file free. A run started
-  within those seconds fails with DuckDB's lock error naming this process; start it again.
-- a writer holds the file: requests read a snapshot, a copy of the file and its write-ahead log
-  taken when they change (at most every `refresh_s`), kept only if neither changed while it was
-  copied, opened read-only (DuckDB replays the copied log in memory). The page says so.
+DuckDB lets one process write a file and no other process open it meanwhile; even a read-only
+reader that keeps the file open stops a run from starting. So the explorer never opens the
+store itself: it reads a snapshot, a copy of the file and its write-ahead log kept only if
+neither changed while it was copied, opened read-only (DuckDB replays the copied log in memory).
+The first request waits for the first copy; after that, when the store has changed and the last
+copy is older than the refresh interval, a background thread takes a new one while requests keep
+reading the current snapshot. The interval is `refresh_s`, stretched to 10x the last copy's time
+so copying a large store never takes more than a tenth of the time. While the store changes,
+pages say which moment they show. The cost is disk: one copy of the store.
 """
 
 from __future__ import annotations
@@ -18,14 +19,11 @@ import tempfile
 import threading
 import time
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
 from traces.store import Store, StoreError
-
-
-def _is_locked(e: StoreError) -> bool:
-    return "lock" in str(e).lower()
 
 
 def _stamp(path: Path) -> tuple:
@@ -40,105 +38,91 @@ def _stamp(path: Path) -> tuple:
     return tuple(out)
 
 
+@dataclass
+class _Snapshot:
+    store: Store
+    file: Path
+    stamp: tuple  # the source's stamp when copied
+    taken: float  # time.time() of the copy
+    users: int = 0
+
+
 class Source:
     """Opens the store for one request: `with source.open() as (store, note): ...`.
 
-    `note` is None when the file itself was read, else a sentence saying the data are a
-    snapshot and when it was taken. Raises StoreError (one line) for a missing, corrupt,
-    newer-schema or unreadable store. Thread-safe: each request gets its own cursor."""
+    `note` is None when the snapshot is the store as it is now, else a sentence saying the store
+    is being written and when the snapshot was taken. Raises StoreError (one line, naming the
+    store's own path) for a missing, corrupt or newer-schema store. Thread-safe: each request
+    reads through its own cursor."""
 
-    def __init__(self, path: Path | str, refresh_s: float = 2.0, idle_s: float = 2.0):
+    def __init__(self, path: Path | str, refresh_s: float = 2.0):
         self.path = Path(path)
-        self.refresh_s, self.idle_s = refresh_s, idle_s
-        self._lock = threading.Lock()  # guards the cached connection and the snapshot
+        self.refresh_s = refresh_s
+        self._lock = threading.Lock()
         self._dir = Path(tempfile.mkdtemp(prefix="metaopt-ui-"))
-        self._snap: tuple[Path, tuple, float] | None = None  # (file, source stamp, taken at)
         self._n = 0
-        self._cached: tuple[Store, str | None, Path] | None = None  # (store, note, file it reads)
-        self._retired: list[tuple[Store, str | None, Path]] = []
-        self._users, self._last = 0, 0.0
-        self._closer: threading.Timer | None = None
+        self._current: _Snapshot | None = None
+        self._retired: list[_Snapshot] = []
+        self._copy_s = 0.0
+        self._refreshing = False
 
     @contextmanager
     def open(self) -> Iterator[tuple[Store, str | None]]:
         with self._lock:
-            base, note = self._connection()
-            self._users += 1
-        cur = base.con.cursor()
+            if self._current is None:
+                self._current = self._take()  # the first request waits for the first copy
+            snap = self._current
+            snap.users += 1
+            fresh = _stamp(self.path) == snap.stamp
+            if not fresh and not self._refreshing and time.time() - snap.taken >= max(self.refresh_s, 10 * self._copy_s):
+                self._refreshing = True
+                threading.Thread(target=self._refresh, daemon=True).start()
+        cur = snap.store.con.cursor()
         view = Store.__new__(Store)  # a Store over this request's cursor: same helpers, own state
-        view.path, view.con = base.path, cur
+        view.path, view.con = self.path, cur
+        note = None if fresh else (f"{self.path} is being written: showing a snapshot taken at "
+                                   f"{time.strftime('%H:%M:%S', time.localtime(snap.taken))}")
         try:
             yield view, note
         finally:
             cur.close()
             with self._lock:
-                self._users -= 1
-                self._last = time.monotonic()
-                if self._users == 0 and self._retired:
-                    self._drop()
-                self._schedule_close()
+                snap.users -= 1
+                self._close_retired()
 
-    def _connection(self) -> tuple[Store, str | None]:
-        if self._cached and self._cached[2] != self.path and self._snapshot_due():
-            self._drop()  # a newer snapshot, or the file itself if the writer has finished
-        if self._cached:
-            return self._cached[0], self._cached[1]
+    def _refresh(self) -> None:
         try:
-            store, note, file = Store(self.path, read_only=True), None, self.path
-        except StoreError as e:
-            if not _is_locked(e):
-                raise
-            file, taken = self._snapshot_locked()
-            store, note = Store(file, read_only=True), self._note(taken)
-        self._cached = (store, note, file)
-        return store, note
-
-    def _snapshot_due(self) -> bool:
-        assert self._snap is not None
-        return time.time() - self._snap[2] >= self.refresh_s and _stamp(self.path) != self._snap[1]
-
-    def _note(self, taken: float) -> str:
-        return (f"a run is writing {self.path}: showing a snapshot taken at "
-                f"{time.strftime('%H:%M:%S', time.localtime(taken))}")
-
-    def _schedule_close(self) -> None:
-        if self._closer is None and self._cached is not None:
-            self._closer = threading.Timer(self.idle_s, self._close_if_idle)
-            self._closer.daemon = True
-            self._closer.start()
-
-    def _close_if_idle(self) -> None:
+            new = self._take()
+        except StoreError:
+            new = None  # keep serving the last good snapshot; the next request tries again
         with self._lock:
-            self._closer = None
-            if self._users == 0 and time.monotonic() - self._last >= self.idle_s * 0.9:
-                self._drop()
-            else:
-                self._schedule_close()
+            self._refreshing = False
+            if new is not None:
+                if self._current is not None:
+                    self._retired.append(self._current)
+                self._current = new
+                self._close_retired()
 
-    def _drop(self) -> None:
-        """Retire the cached connection; it closes (and its snapshot goes) once no request uses it."""
-        if self._cached:
-            self._retired.append(self._cached)
-            self._cached = None
-        if self._users == 0:
-            for store, _, file in self._retired:
-                store.close()
-                if file != self.path:
-                    self._remove(file)
-            self._retired = []
+    def _close_retired(self) -> None:
+        """Close snapshots no request reads any more (caller holds _lock)."""
+        for snap in [s for s in self._retired if s.users == 0]:
+            snap.store.close()
+            self._remove(snap.file)
+            self._retired.remove(snap)
 
-    def _snapshot_locked(self) -> tuple[Path, float]:
-        """A fresh snapshot (file, taken at). Caller holds _lock."""
-        now = time.time()
+    def _take(self) -> _Snapshot:
+        """Copy the store and open the copy, or raise StoreError naming the store's own path."""
+        if not self.path.exists():
+            raise StoreError(f"store {self.path} does not exist")
+        t0 = time.monotonic()
         for _ in range(20):  # a commit during the copy would tear it: copy again
             before = _stamp(self.path)
             self._n += 1
             dest = self._dir / f"snap-{self._n}.duckdb"
             shutil.copyfile(self.path, dest)
-            wal = Path(str(self.path) + ".wal")
             if before[1] is not None:
                 try:
-                    shutil.copyfile(wal, str(dest) + ".wal")
+                    shutil.copyfile(str(self.path) + ".wal", str(dest) + ".wal")
                 except FileNotFoundError:  # checkpointed meanwhile: the stamps differ
                     pass
             if _stamp(self.path) == before:
@@ -146,9 +130,14 @@ class Source:
             self._remove(dest)
             time.sleep(0.05)
         else:
-            raise StoreError(f"store {self.path} is being written too fast to copy; try again")
-        self._snap = (dest, before, now)
-        return dest, now
+            raise StoreError(f"store {self.path} changes too fast to copy; try again")
+        self._copy_s = time.monotonic() - t0
+        try:
+            store = Store(dest, read_only=True)
+        except StoreError as e:
+            self._remove(dest)
+            raise StoreError(str(e).replace(str(dest), str(self.path))) from None
+        return _Snapshot(store, dest, before, time.time())
 
     @staticmethod
     def _remove(p: Path) -> None:
@@ -160,5 +149,8 @@ class Source:
 
     def close(self) -> None:
         with self._lock:
-            self._drop()
+            for snap in [self._current, *self._retired]:
+                if snap is not None:
+                    snap.store.close()
+            self._current, self._retired = None, []
         shutil.rmtree(self._dir, ignore_errors=True)
