@@ -134,6 +134,23 @@ def matrix_cmd(experiment: Optional[str] = typer.Argument(None, help="Experiment
     out.print(t)
 
 
+def spans_cmd(trial: str = typer.Argument(..., help="Trial id."), db: Path = DB, as_json: bool = JSON) -> None:
+    """A trial's span waterfall: start offset, duration, tokens and status of every span."""
+    from traces.explorer.queries import trial as view
+
+    data = _view(db, lambda s: view(s, trial, cut=0))["spans"]
+    if as_json:
+        return _print_json(data)
+    depth: dict[str, int] = {}
+    t = Table("span", "start ms", "ms", "tokens in/out", "status")
+    for r in data:
+        depth[r["span_id"]] = depth.get(r["parent_span_id"], -1) + 1
+        t.add_row("  " * depth[r["span_id"]] + r["name"], f"{r['offset_ms'] or 0:.1f}", f"{r['duration_ms'] or 0:.1f}",
+                  f"{r['input_tokens'] or 0}/{r['output_tokens'] or 0}" if r["input_tokens"] or r["output_tokens"] else "",
+                  r["error_type"] or r["status_code"] or "")
+    out.print(t)
+
+
 def causes_cmd(experiment: Optional[str] = typer.Option(None, "--experiment"), run: Optional[str] = typer.Option(None, "--run"),
                db: Path = DB, as_json: bool = JSON) -> None:
     """Failed trials grouped by cause (verifier failure, timeout, turn limit, tool error, model / sandbox error)."""
@@ -192,6 +209,6 @@ def compare_cmd(task: str = typer.Argument(...), a: str = typer.Argument(..., he
 def register(app: typer.Typer, traces_app: typer.Typer) -> None:
     """Add `metaopt ui` and the explorer's `metaopt traces ...` views."""
     app.command("ui")(ui_cmd)
-    for name, fn in (("experiments", experiments_cmd), ("experiment", experiment_cmd), ("matrix", matrix_cmd),
+    for name, fn in (("experiments", experiments_cmd), ("experiment", experiment_cmd), ("matrix", matrix_cmd), ("spans", spans_cmd),
                      ("causes", causes_cmd), ("search", search_cmd), ("compare", compare_cmd)):
         traces_app.command(name)(fn)

@@ -169,6 +169,11 @@ def test_json_endpoints_and_terminal_views_are_the_same_data(server, store):
         assert json.loads(r.stdout) == api(server, path, **params)["data"]
     r = metaopt("traces", "matrix", exp, "--db", db)
     assert "+" in r.stdout and "steps-" in r.stdout
+    tid = api(server, "failures", experiment=exp)["data"][0]["trials"][0]["trial_id"]
+    r = metaopt("traces", "spans", tid, "--db", db, "--json")
+    spans = json.loads(r.stdout)
+    assert spans == api(server, "trial", id=tid)["data"]["spans"]
+    assert spans[0]["operation_name"] == "invoke_agent" and any(s["input_tokens"] for s in spans)
 
 
 def test_unknown_ids_are_a_message_in_the_page_and_the_terminal(server, store, page):

@@ -142,7 +142,7 @@ async function matrixView(p) {
 
 function waterfall(spans) {
   if (!spans.length) return h("p", {}, "no spans recorded");
-  const W = 900, row = 16, L = 260;
+  const W = 1000, row = 16, L = 260;
   const end = Math.max(...spans.map((x) => x.offset_ms + (x.duration_ms || 0)), 1);
   const svg = s("svg", { width: W, height: row * spans.length + 20, class: "waterfall" });
   const depth = {};
@@ -155,7 +155,8 @@ function waterfall(spans) {
     const g = s("g", { class: "span", style: "cursor:pointer" },
       s("title", {}, `${x.name}: ${fmt(x.duration_ms, 1)} ms at +${fmt(x.offset_ms, 1)} ms${tokens}${x.error_type ? ", error " + x.error_type : ""}`),
       s("text", { x: 4 + 10 * depth[x.span_id], y: y + 11 }, x.name.slice(0, 34)),
-      s("rect", { x: x0, y, width: w, height: row - 4, fill: color }));
+      s("rect", { x: x0, y, width: w, height: row - 4, fill: color }),
+      s("text", { x: Math.min(x0 + w + 4, W - 150), y: y + 11, fill: "#555" }, `${fmt(x.duration_ms, 0)} ms${x.input_tokens || x.output_tokens ? ` · ${x.input_tokens || 0}/${x.output_tokens || 0} tok` : ""}`));
     g.dataset.span = x.span_id;
     g.addEventListener("click", () => select(x.span_id));
     svg.append(g);
