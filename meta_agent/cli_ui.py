@@ -25,7 +25,7 @@ def ui_cmd(db: Path = DB,
 
     Reads a snapshot (a copy) of the store, never the file itself, so a `metaopt run` can start
     or keep writing meanwhile; while the store changes, the snapshot is retaken every 2 s or so."""
-    from meta_agent.cli import err, fail
+    from meta_agent.cli import _sigterm_as_interrupt, err, fail
     from traces.explorer.server import make_server
     from traces.explorer.source import Source
     from traces.store import StoreError
@@ -42,7 +42,8 @@ def ui_cmd(db: Path = DB,
         source.close()
         fail(f"--port {port}: cannot listen on {host}:{port} ({e.strerror or e})")
     err.print(f"metaopt ui: http://{host}:{server.server_port}/  (store {db}{'; ' + note if note else ''}; Ctrl-C stops)",
-              highlight=False)
+              highlight=False, soft_wrap=True)
+    _sigterm_as_interrupt()  # a terminated explorer still removes its snapshot copy
     try:
         server.serve_forever()
     except KeyboardInterrupt:
