@@ -71,7 +71,7 @@ def server(store) -> str:
 def browser():
     if not CHROMIUM.exists():
         pytest.skip("needs Debian's chromium at /usr/bin/chromium (scripts/setup.sh installs it)")
-    from playwright.sync_api import sync_playwright
+    sync_playwright = pytest.importorskip("playwright.sync_api", reason="pip install -e '.[dev]'").sync_playwright
 
     with sync_playwright() as p:
         b = p.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox"])
