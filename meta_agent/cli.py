@@ -31,6 +31,9 @@ def _register_subcommands() -> None:
 
     app.add_typer(traces_app, name="traces")
     app.command("run")(run_cmd)
+    from meta_agent.cli_ui import register as register_ui
+
+    register_ui(app, traces_app)
 err = Console(stderr=True)
 
 DB_HELP = "DuckDB store file (default ./.metaopt/metaopt.duckdb)."

@@ -7,6 +7,7 @@ cd "$(dirname "$0")/.."
 need=()
 command -v dockerd >/dev/null 2>&1 || need+=(docker.io)
 command -v debootstrap >/dev/null 2>&1 || need+=(debootstrap)
+[ -x /usr/bin/chromium ] || need+=(chromium)  # the trace explorer's browser tests (Playwright drives it)
 if [ ${#need[@]} -gt 0 ]; then
   echo "setup: installing ${need[*]}"
   apt-get update -q >/dev/null

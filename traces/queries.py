@@ -59,13 +59,14 @@ def show_trial(store: Store, trial_id: str) -> dict[str, Any]:
     tool call. Raises KeyError when neither a trial nor spans carry `trial_id`."""
     rows = store.rows("SELECT * FROM trials WHERE trial_id = ?", [trial_id])
     trial = rows[0] if rows else None
+    cols = ("span_id, trace_id, parent_span_id, name, operation_name, start_ns, duration_ms,"
+            " status_code, status_message, error_type, tool_name, tool_call_id, request_model,"
+            " response_model, input_tokens, output_tokens, reasoning_tokens, cost_usd, finish_reasons,"
+            " CASE WHEN operation_name IN ('execute_tool', 'invoke_agent') THEN attributes END AS attributes")
+    # UNION, not OR: each side prunes on its own column (OR scans all spans: 15x slower at 1M)
     spans = store.rows(
-        "SELECT span_id, trace_id, parent_span_id, name, operation_name, start_ns, duration_ms,"
-        " status_code, status_message, error_type, tool_name, tool_call_id, request_model,"
-        " response_model, input_tokens, output_tokens, reasoning_tokens, cost_usd, finish_reasons,"
-        " CASE WHEN operation_name IN ('execute_tool', 'invoke_agent') THEN attributes END AS attributes"
-        " FROM spans WHERE trial_id = ? OR trace_id = ? ORDER BY start_ns, span_id",
-        [trial_id, (trial or {}).get("trace_id") or ""])
+        f"SELECT {cols} FROM spans WHERE trial_id = ? UNION SELECT {cols} FROM spans WHERE trace_id = ?"
+        " ORDER BY start_ns, span_id", [trial_id, (trial or {}).get("trace_id") or ""])
     if trial is None and not spans:
         raise KeyError(f"no trial {trial_id!r} in store {store.path} (see `metaopt traces list`)")
     trace_ids = sorted({s["trace_id"] for s in spans})

@@ -1,0 +1,281 @@
+// metaopt trace explorer: a hash-routed single page over the /api/ JSON endpoints.
+// Trace content is untrusted text: it only ever reaches the page through textContent (h()).
+"use strict";
+
+const app = document.getElementById("app");
+const SVGNS = "http://www.w3.org/2000/svg";
+
+function h(tag, attrs, ...kids) {
+  const el = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (v === null || v === undefined || v === false) continue;
+    if (k.startsWith("on")) el.addEventListener(k.slice(2), v);
+    else el.setAttribute(k, v);
+  }
+  for (const kid of kids.flat()) {
+    if (kid === null || kid === undefined || kid === false) continue;
+    el.append(kid instanceof Node ? kid : String(kid));
+  }
+  return el;
+}
+function s(tag, attrs, ...kids) {
+  const el = document.createElementNS(SVGNS, tag);
+  for (const [k, v] of Object.entries(attrs || {})) el.setAttribute(k, v);
+  for (const kid of kids.flat()) if (kid !== null && kid !== undefined) el.append(kid instanceof Node ? kid : String(kid));
+  return el;
+}
+const fmt = (v, d = 2) => (v === null || v === undefined ? "-" : Number(v).toFixed(d));
+const short = (id) => (id || "").split("/").pop();
+const link = (route, params, text) => h("a", { href: "#/" + route + (params ? "?" + new URLSearchParams(params) : "") }, text);
+const statusEl = (st) => h("span", { class: "status-" + st }, st);
+
+async function api(path, params) {
+  const res = await fetch("/api/" + path + (params ? "?" + new URLSearchParams(params) : ""));
+  let body;
+  try { body = await res.json(); } catch (e) { throw new Error(`server answered ${res.status} without JSON`); }
+  if (body.error) throw new Error(body.error);
+  const note = document.getElementById("note");
+  note.hidden = !body.note;
+  note.textContent = body.note || "";
+  return body.data;
+}
+
+// ---- views --------------------------------------------------------------------------------------
+async function overview() {
+  const d = await api("overview");
+  return [
+    h("h2", {}, "Experiments"),
+    d.experiments.length ? h("table", {}, h("tr", {}, ["experiment", "benchmark", "status", "candidates", "accepted", "started", ""].map((c) => h("th", {}, c))),
+      d.experiments.map((e) => h("tr", {}, h("td", {}, link("experiment", { id: e.experiment_id }, e.experiment_id)), h("td", {}, e.benchmark),
+        h("td", {}, statusEl(e.status)), h("td", {}, e.candidates), h("td", {}, e.accepted), h("td", {}, e.started_at),
+        h("td", {}, link("matrix", { experiment: e.experiment_id }, "matrix"), " ", link("failures", { experiment: e.experiment_id }, "failures")))))
+      : h("p", {}, "No experiments yet (metaopt run writes them)."),
+    h("h2", {}, "Evaluation runs"),
+    d.runs.length ? h("table", {}, h("tr", {}, ["run", "agent", "status", "trials", "mean score", "not passed", ""].map((c) => h("th", {}, c))),
+      d.runs.map((r) => h("tr", {}, h("td", {}, r.run_id), h("td", {}, r.agent), h("td", {}, statusEl(r.status)), h("td", {}, r.trials),
+        h("td", {}, fmt(r.mean_score)), h("td", {}, r.not_passed), h("td", {}, link("failures", { run: r.run_id }, "failures")))))
+      : h("p", {}, "No evaluation runs outside experiments."),
+  ];
+}
+
+function progressChart(points) {
+  const W = 640, H = 240, L = 40, R = 16, T = 12, B = 30;
+  const xs = points.map((p) => p.iteration), maxX = Math.max(1, ...xs);
+  const X = (x) => L + (x / maxX) * (W - L - R), Y = (y) => T + (1 - y) * (H - T - B);
+  const colors = { baseline: "#1f77b4", accepted: "#2ca02c", rejected: "#aaa", inconclusive: "#ff7f0e", invalid: "#d62728" };
+  const svg = s("svg", { width: W, height: H, class: "progress" });
+  for (const y of [0, 0.25, 0.5, 0.75, 1]) {
+    svg.append(s("line", { x1: L, x2: W - R, y1: Y(y), y2: Y(y), stroke: "#eee" }), s("text", { x: 4, y: Y(y) + 4 }, y.toFixed(2)));
+  }
+  svg.append(s("text", { x: W / 2 - 60, y: H - 4 }, "iteration (validation score)"));
+  const best = points.filter((p) => p.best !== null);
+  if (best.length) {
+    let d = "";
+    best.forEach((p, i) => { d += (i ? ` H${X(p.iteration)} V${Y(p.best)}` : `M${X(p.iteration)} ${Y(p.best)}`); });
+    d += ` H${X(maxX)}`;
+    svg.append(s("path", { d, fill: "none", stroke: "#146e14", "stroke-width": 2 }));
+  }
+  for (const p of points) {
+    if (p.score === null) continue;
+    svg.append(s("circle", { cx: X(p.iteration), cy: Y(p.score), r: p.status === "accepted" ? 6 : 4, fill: colors[p.status] || "#888" },
+      s("title", {}, `${short(p.candidate_id)} ${p.status} ${fmt(p.score, 3)}`)));
+  }
+  return svg;
+}
+
+function diffEl(text) {
+  const pre = h("pre", { class: "diff" });
+  for (const line of (text || "").split("\n")) {
+    const cls = line.startsWith("+++") || line.startsWith("---") ? "hunk" : line.startsWith("+") ? "add" : line.startsWith("-") ? "del" : line.startsWith("@@") ? "hunk" : null;
+    pre.append(cls ? h("span", { class: cls }, line) : line + "\n");
+  }
+  return pre;
+}
+
+async function experimentView(p) {
+  const d = await api("experiment", { id: p.get("id") });
+  const e = d.experiment;
+  return [
+    h("h2", {}, e.experiment_id, " ", statusEl(e.status)),
+    h("p", {}, `benchmark ${e.benchmark}; started ${e.started_at}; `, link("matrix", { experiment: e.experiment_id }, "task x candidate matrix"), " | ",
+      link("failures", { experiment: e.experiment_id }, "failures")),
+    progressChart(d.progress),
+    d.candidates.map((c) => h("section", { class: "candidate", id: "cand-" + short(c.candidate_id) },
+      h("h3", {}, `c${c.iteration} `, statusEl(c.status), c.proposer ? ` by ${c.proposer}` : "", c.parent_id ? ` (parent ${short(c.parent_id)})` : ""),
+      h("p", {}, Object.entries(c.scores).map(([k, v]) => `${k} ${fmt(v, 3)}`).join("  ·  ") || "no scored trials"),
+      c.rationale ? h("p", {}, h("b", {}, "rationale: "), c.rationale) : null,
+      c.status_reason ? h("p", { class: "label" }, c.status_reason) : null,
+      c.decisions.length ? h("table", {}, h("tr", {}, ["gate stage", "outcome", "delta", "se", "threshold", "tasks", "coverage", "reason"].map((x) => h("th", {}, x))),
+        c.decisions.map((g) => h("tr", {}, h("td", {}, g.stage), h("td", {}, statusEl(g.outcome)), h("td", {}, fmt(g.delta, 3)), h("td", {}, fmt(g.se, 3)),
+          h("td", {}, fmt(g.threshold, 3)), h("td", {}, g.n_tasks ?? "-"), h("td", {}, fmt(g.coverage)), h("td", {}, g.reason)))) : null,
+      c.diff ? [h("div", { class: "label" }, "diff against the parent harness"), diffEl(c.diff)] : null)),
+  ];
+}
+
+function cellColor(v) {
+  if (v === null || v === undefined) return "#eee";
+  return `hsl(${Math.round(120 * v)}, 60%, 78%)`;
+}
+
+async function matrixView(p) {
+  const exp = p.get("experiment");
+  const d = await api("matrix", exp ? { experiment: exp } : null);
+  const cols = d.columns;
+  const pick = (name, i) => h("select", { id: "cmp-" + name }, cols.map((c, j) => h("option", { value: c.id, selected: j === i ? "selected" : null }, c.label)));
+  return [
+    h("h2", {}, exp ? `Tasks x candidates of ${exp}` : "Tasks x evaluation runs"),
+    h("p", { class: "label" }, "Mean score per task (red 0 to green 1; grey: errors only). Green frame: the revision fixed the task against its parent; red frame: it broke it. Click a cell for its trial, a task to compare the two columns chosen here: ",
+      pick("a", 0), " vs ", pick("b", Math.max(0, cols.length - 1))),
+    h("table", { class: "matrix" }, h("tr", {}, h("th", {}, "task"), h("th", {}, "split"), cols.map((c) => h("th", { title: c.id }, c.label, " ", statusEl(c.status || "")))),
+      d.rows.map((r) => h("tr", {},
+        h("td", {}, h("a", { href: "#", onclick: (ev) => { ev.preventDefault(); location.hash = "#/compare?" + new URLSearchParams({ task: r.task_id, a: document.getElementById("cmp-a").value, b: document.getElementById("cmp-b").value }); } }, r.task_id)),
+        h("td", {}, r.split || ""),
+        cols.map((c) => {
+          const cell = r.cells[c.id];
+          if (!cell) return h("td", { class: "cell" });
+          const cls = "cell" + (cell.change > 0 ? " fixed" : cell.change < 0 ? " broke" : "");
+          return h("td", { class: cls, style: `background:${cellColor(cell.score)}`, title: `${cell.n} trial(s), ${cell.errors} error(s)` },
+            link("trial", { id: cell.trial_id }, fmt(cell.score) + (cell.change > 0 ? " ▲" : cell.change < 0 ? " ▼" : "")));
+        })))),
+  ];
+}
+
+function waterfall(spans) {
+  if (!spans.length) return h("p", {}, "no spans recorded");
+  const W = 1000, row = 16, L = 260;
+  const end = Math.max(...spans.map((x) => x.offset_ms + (x.duration_ms || 0)), 1);
+  const svg = s("svg", { width: W, height: row * spans.length + 20, class: "waterfall" });
+  const depth = {};
+  spans.forEach((x, i) => {
+    depth[x.span_id] = x.parent_span_id in depth ? depth[x.parent_span_id] + 1 : 0;
+    const y = i * row + 4, x0 = L + (x.offset_ms / end) * (W - L - 10);
+    const w = Math.max(1, ((x.duration_ms || 0) / end) * (W - L - 10));
+    const color = x.status_code === "ERROR" ? "#d62728" : x.operation_name === "chat" ? "#9467bd" : x.operation_name === "execute_tool" ? "#2ca02c" : "#1f77b4";
+    const tokens = x.input_tokens || x.output_tokens ? `, tokens ${x.input_tokens || 0} in / ${x.output_tokens || 0} out` : "";
+    const g = s("g", { class: "span", style: "cursor:pointer" },
+      s("title", {}, `${x.name}: ${fmt(x.duration_ms, 1)} ms at +${fmt(x.offset_ms, 1)} ms${tokens}${x.error_type ? ", error " + x.error_type : ""}`),
+      s("text", { x: 4 + 10 * depth[x.span_id], y: y + 11 }, x.name.slice(0, 34)),
+      s("rect", { x: x0, y, width: w, height: row - 4, fill: color }),
+      s("text", { x: Math.min(x0 + w + 4, W - 150), y: y + 11, fill: "#555" }, `${fmt(x.duration_ms, 0)} ms${x.input_tokens || x.output_tokens ? ` · ${x.input_tokens || 0}/${x.output_tokens || 0} tok` : ""}`));
+    g.dataset.span = x.span_id;
+    g.addEventListener("click", () => select(x.span_id));
+    svg.append(g);
+  });
+  svg.append(s("text", { x: W - 90, y: row * spans.length + 16 }, `${fmt(end, 0)} ms`));
+  return svg;
+}
+
+function select(spanId) {
+  // the span's transcript entry when it has one (chat, tool), else its waterfall row (agent)
+  document.querySelectorAll(".selected").forEach((e) => e.classList.remove("selected"));
+  const els = [...document.querySelectorAll(`[data-span="${CSS.escape(spanId)}"]`)];
+  els.forEach((e) => e.classList.add("selected"));
+  const target = els.find((e) => e.classList.contains("entry")) || els[0];
+  if (target) target.scrollIntoView({ block: "center" });
+}
+
+function partEls(parts) {
+  return (parts || []).map((p) => p.type === "reasoning" ? h("pre", { class: "reasoning" }, p.content)
+    : p.type === "text" ? h("pre", {}, p.content)
+    : p.type === "tool_call" ? h("pre", {}, `call ${p.name}(${JSON.stringify(p.arguments)})`)
+    : p.type === "tool_call_response" ? h("pre", {}, `result: ${typeof p.response === "string" ? p.response : JSON.stringify(p.response)}`)
+    : h("pre", {}, JSON.stringify(p)));
+}
+
+function entryEl(e, n, trialId) {
+  let el;
+  if (e.type === "system") el = h("div", { class: "entry system" }, h("div", { class: "label" }, "system prompt"), partEls(e.parts));
+  else if (e.type === "message") {
+    // tool results fed back to the model are shown once, under their tool call
+    const parts = e.direction === "input" ? (e.parts || []).filter((x) => x.type !== "tool_call_response") : e.parts;
+    if (!parts.length) return h("div", { hidden: "hidden" });
+    el = h("div", { class: "entry " + e.direction }, h("div", { class: "label" }, `${e.role} (${e.direction})${e.model ? " · " + e.model : ""}`), partEls(parts));
+  }
+  else if (e.type === "tool") el = h("div", { class: "entry tool" + (e.status === "ERROR" ? " err" : "") },
+    h("div", { class: "label" }, `tool ${e.name} · ${fmt(e.duration_ms, 0)} ms`, e.status === "ERROR" ? ` · ERROR ${e.error_type || ""}` : ""),
+    h("pre", {}, JSON.stringify(e.arguments, null, 1)), h("pre", { class: "result" }, e.result ?? ""));
+  else el = verifierEl(e);
+  if (e.span_id) el.dataset.span = e.span_id;
+  if (e.cut) el.append(h("button", { onclick: async () => { el.replaceWith(entryEl(await api("trial/entry", { id: trialId, n }), n, trialId)); } }, "load all"));
+  return el;
+}
+
+function verifierEl(v) {
+  const tests = Object.entries(v.tests || {});
+  return h("div", { class: "entry verifier", id: "verifier" }, h("h3", {}, "Verifier", v.exit_code !== null && v.exit_code !== undefined ? ` (exit ${v.exit_code})` : ""),
+    tests.length ? h("table", {}, h("tr", {}, h("th", {}, "test"), h("th", {}, "result")), tests.map(([k, r]) => h("tr", {}, h("td", {}, k), h("td", {}, statusEl(r))))) : null,
+    v.rewards ? h("pre", {}, JSON.stringify(v.rewards)) : null,
+    h("pre", {}, v.output || "(no verifier output)"));
+}
+
+async function trialView(p) {
+  const id = p.get("id");
+  const d = await api("trial", p.get("cut") ? { id, cut: p.get("cut") } : { id });
+  const t = d.trial || {};
+  const out = [
+    h("h2", {}, id),
+    h("p", {}, statusEl(t.status || "running"), ` score ${fmt(t.score)} · failure ${t.failure_mode || "-"} · agent ${t.agent || "-"} · ${fmt(t.duration_s, 1)} s · tokens ${t.input_tokens ?? "-"} in / ${t.output_tokens ?? "-"} out`,
+      d.agent ? ` · outcome ${d.agent.outcome}` : "", t.candidate_id ? [" · ", link("experiment", { id: t.experiment_id }, short(t.candidate_id))] : ""),
+    t.error ? h("div", { class: "error" }, t.error) : null,
+    h("h3", {}, "Spans"), waterfall(d.spans),
+    h("h3", {}, "Transcript"),
+    d.transcript.map((e, n) => entryEl(e, n, id)),
+    entryEl(d.verifier, -1, id),
+  ];
+  setTimeout(() => { if (p.get("span")) select(p.get("span")); else if (p.get("at") === "verifier") document.getElementById("verifier").scrollIntoView(); });
+  return out;
+}
+
+async function failuresView(p) {
+  const params = {};
+  for (const k of ["experiment", "run"]) if (p.get(k)) params[k] = p.get(k);
+  const groups = await api("failures", params);
+  return [
+    h("h2", {}, "Failures by cause", params.experiment ? ` in ${params.experiment}` : params.run ? ` in ${params.run}` : ""),
+    groups.length ? null : h("p", {}, "No failed trials."),
+    groups.map((g) => h("div", { class: "group" }, h("h3", {}, `${g.cause} (${g.count})`),
+      h("table", {}, h("tr", {}, ["trial", "task", "status", "failure mode", "where"].map((c) => h("th", {}, c))),
+        g.trials.map((t) => h("tr", {}, h("td", {}, link("trial", { id: t.trial_id }, t.trial_id)), h("td", {}, t.task_id), h("td", {}, statusEl(t.status)),
+          h("td", {}, t.failure_mode || t.error || ""),
+          h("td", {}, t.span_id ? link("trial", { id: t.trial_id, span: t.span_id }, "span " + t.span_id) : link("trial", { id: t.trial_id, at: "verifier" }, "verifier output"))))))),
+  ];
+}
+
+async function searchView(p) {
+  const q = p.get("q") || "";
+  const input = h("input", { type: "search", id: "q", value: q, size: 50, placeholder: "text in prompts, reasoning, tool calls, outputs" });
+  const form = h("form", { onsubmit: (ev) => { ev.preventDefault(); location.hash = "#/search?" + new URLSearchParams({ q: input.value }); } }, input, h("button", {}, "search"));
+  if (!q) return [h("h2", {}, "Search messages"), form];
+  const params = { q };
+  if (p.get("before")) params.before = p.get("before");
+  const d = await api("search", params);
+  return [h("h2", {}, "Search messages"), form,
+    h("p", {}, `${d.hits.length} hit(s)${p.get("before") ? " further back" : ""}; searched ${Math.round(100 * d.searched)}% of messages (newest first). `,
+      d.next !== null ? link("search", { q, before: d.next }, "search further") : "searched everything."),
+    h("table", {}, d.hits.map((x) => h("tr", {}, h("td", {}, link("trial", { id: x.trial_id, span: x.span_id }, x.trial_id)), h("td", {}, x.direction), h("td", {}, h("pre", {}, x.snippet)))))];
+}
+
+async function compareView(p) {
+  const d = await api("compare", { task: p.get("task"), a: p.get("a"), b: p.get("b") });
+  const side = (x) => h("div", {}, h("h3", {}, x.ref),
+    h("ul", {}, x.trials.map((t) => h("li", {}, link("trial", { id: t.trial_id }, t.trial_id.split("/").slice(-3).join("/")), " ", statusEl(t.status), ` ${fmt(t.score)}`))),
+    h("p", { class: "label" }, `transcript of ${x.first.trial?.trial_id || ""}`),
+    x.first.transcript.map((e, n) => entryEl(e, n, x.first.trial?.trial_id)), entryEl(x.first.verifier, -1, x.first.trial?.trial_id));
+  return [h("h2", {}, `Task ${d.task_id} side by side`), h("div", { class: "cols" }, side(d.a), side(d.b))];
+}
+
+const VIEWS = { "": overview, experiment: experimentView, matrix: matrixView, trial: trialView, failures: failuresView, search: searchView, compare: compareView };
+
+async function route() {
+  const [path, query] = location.hash.replace(/^#\/?/, "").split("?");
+  const view = VIEWS[path];
+  app.replaceChildren("loading...");
+  try {
+    if (!view) throw new Error(`no page '${path}'`);
+    app.replaceChildren(...[await view(new URLSearchParams(query || ""))].flat(2).filter((x) => x));
+  } catch (e) {
+    app.replaceChildren(h("div", { class: "error" }, e.message));
+  }
+}
+window.addEventListener("hashchange", route);
+route();
