@@ -46,9 +46,7 @@ UNSUPPORTED: dict[str, dict[str, str]] = {
         "max_wall_s": "ClaudeAgentOptions has no wall-clock limit (wrap the query in asyncio.wait_for yourself)",
         "sub_agents": "sub-agents become Claude Code subagents, started through its Task tool, not the harness's "
                       "named agent tools",
-        "role_max_turns": "Claude Code subagents take no turn limit of their own",
         "temperature": "ClaudeAgentOptions has no temperature",
-        "reasoning_effort": "ClaudeAgentOptions has no reasoning_effort (only a thinking token budget)",
     },
 }
 
