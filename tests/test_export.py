@@ -2,8 +2,11 @@
 replays the same scripted model as the in-tree TaskAgent (fake/script) with the same tool calls
 and outputs. The in-tree reference runs in a Docker sandbox; the python export runs through the
 real openai/anthropic SDKs against the local stand-in servers (tests/wire_servers.py) with an
-executor over a second container; inspect and openai-agents exports run under their frameworks
-(tests/test_export_frameworks.py)."""
+executor over a second container; the inspect export runs under inspect_ai.eval (mockllm replaying
+the script, sandbox "local"), the openai-agents export under Runner against the stand-in OpenAI
+server with LocalExecutor. The claude-agent-sdk export cannot run here (Claude Code needs the
+streaming Anthropic API): its options are checked against the harness and its tools replay the
+script."""
 
 from __future__ import annotations
 
@@ -178,8 +181,21 @@ def test_python_export_local_executor_and_command_line(candidate, tmp_path):
     outputs = [pkg.harness_runtime.run_tool(bash, {"command": c}, ex) for c in ("cd /; export X=1", "pwd; echo $X", "sleep 30")]
     assert outputs[1] == ("/\n1", False)
     assert outputs[2] == (f"[command timed out after {bash['timeout_s']:g} s]", True)
-    assert "api_key" not in " ".join(p.read_text() for p in (tmp_path / "py").rglob("*.py")).lower().replace(
-        "anthropic_api_key", "").replace("openai_api_key", "")
+    r = __import__("subprocess").run([sys.executable, "-m", info["package"], "--help"], cwd=tmp_path / "py",
+                                                capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and "--model" in r.stdout, r.stderr
+
+
+@pytest.mark.parametrize("fmt", ["harness", "python", "inspect", "openai-agents", "claude-agent-sdk"])
+def test_exports_never_hold_api_keys(candidate, tmp_path, fmt):
+    import os
+
+    db, cid = candidate
+    env = {**os.environ, "ANTHROPIC_API_KEY": "sk-ant-secret-0001", "OPENAI_API_KEY": "sk-secret-0002"}
+    r = metaopt("export", cid, "--db", str(db), "--format", fmt, "--out", str(tmp_path / "x"), env=env)
+    assert r.returncode == 0, r.stderr
+    files = [p for p in (tmp_path / "x").rglob("*") if p.is_file()]
+    assert files and not any("secret-000" in p.read_text() for p in files)
 
 
 # -- bad input -----------------------------------------------------------------------------------
@@ -210,3 +226,208 @@ def test_allow_gaps_exports_and_lists_every_gap(tmp_path):
     assert json.loads(r.stdout)["gaps"] == ["context"]
     text = (tmp_path / "oa" / "README.md").read_text()
     assert "**context**" in text and "cannot express" in text
+
+
+# -- a harness using every loop feature: verification, python and fresh tools, a sub-agent --------
+
+FEATURES_YAML = """
+schema_version: 1
+name: featureful
+prompts: {system: "Do the task.", roles: {helper: "You help."}, task_template: "TASK: {instruction}"}
+tools:
+- {name: bash, kind: shell, description: Run bash., template: "{command!raw}",
+   parameters: {type: object, properties: {command: {type: string}}, required: [command]}}
+- {name: py_len, kind: python, description: Length of text., script: "import json, sys\\nprint(len(json.load(sys.stdin)['text']))",
+   parameters: {type: object, properties: {text: {type: string}}, required: [text]}}
+- {name: fresh_echo, kind: shell, session: fresh, description: Echo a word., template: "echo {word}",
+   parameters: {type: object, properties: {word: {type: string}}, required: [word]}}
+- {name: helper, kind: agent, role: helper, description: Ask the helper.,
+   parameters: {type: object, properties: {task: {type: string}}, required: [task]}}
+- {name: finish, kind: finish, description: Done., parameters: {type: object, properties: {summary: {type: string}}}}
+routing:
+  roles: {main: {}, helper: {prompt: helper, tools: [bash, finish], max_turns: 4}}
+  verification: {prompt: Verify first., max_rounds: 1}
+"""
+
+FEATURE_SCRIPT: list[dict[str, Any]] = [
+    {"tool": "py_len", "id": "f1", "arguments": {"text": "hello"}},
+    {"tool": "fresh_echo", "id": "f2", "arguments": {"word": "x y"}},
+    {"tool": "helper", "id": "f3", "arguments": {"task": "say hi"}},
+    {"tool": "bash", "id": "s1", "arguments": {"command": "echo sub"}},  # the helper's episode
+    {"tool": "finish", "id": "s2", "arguments": {"summary": "sub early"}},
+    {"tool": "finish", "id": "s3", "arguments": {"summary": "sub done"}},
+    {"tool": "nosuch", "id": "f4", "arguments": {}},
+    {"tool": "finish", "id": "f5", "arguments": {"summary": "a"}},
+    {"tool": "finish", "id": "f6", "arguments": {"summary": "b"}},
+]
+
+
+@pytest.fixture
+def featureful(tmp_path) -> Path:
+    (tmp_path / "featureful").mkdir()
+    (tmp_path / "featureful" / "harness.yaml").write_text(FEATURES_YAML)
+    return tmp_path / "featureful"
+
+
+def export_folder(folder: Path, fmt: str, out: Path) -> dict[str, Any]:
+    r = metaopt("export", str(folder), "--format", fmt, "--out", str(out), "--json")
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+def test_python_export_reproduces_verification_sub_agents_and_python_tools(featureful, tmp_path, make_sandbox):
+    want = reference(load_harness(featureful), make_sandbox(), FEATURE_SCRIPT)
+    assert [w[2] for w in want] == ["5", "x y", "[sub-agent helper ended: finished]\nsub done",
+                                    "Unknown tool 'nosuch'. Available tools: bash, py_len, fresh_echo, helper, finish.",
+                                    "Verify first.", "Finished."]
+    info = export_folder(featureful, "python", tmp_path / "py")
+    pkg = load_package(tmp_path / "py", info["package"])
+    with ws.WireServer() as server:
+        openai_replies(server, FEATURE_SCRIPT)
+        model = pkg.OpenAIModel("m", client=openai.OpenAI(api_key="k", base_url=server.openai_url, max_retries=0))
+        ep = pkg.HarnessAgent(model, SandboxExecutor(make_sandbox(), pkg.Result)).run("go")
+        first = server.bodies(ws.OPENAI_PATH)[0]
+    assert transcript(ep.messages) == want and ep.summary == "b"
+    assert first["messages"][:2] == [{"role": "system", "content": "Do the task."}, {"role": "user", "content": "TASK: go"}]
+    assert [t["function"]["name"] for t in first["tools"]] == ["bash", "py_len", "fresh_echo", "helper", "finish"]
+
+
+# -- inspect -------------------------------------------------------------------------------------
+
+def run_inspect(out: Path, package: str, script: list[dict[str, Any]], log_dir: Path):
+    from inspect_ai import Task, eval
+    from inspect_ai.agent import as_solver
+    from inspect_ai.dataset import Sample
+    from inspect_ai.model import ChatCompletionChoice, ChatMessageAssistant, ModelOutput, ModelUsage, get_model
+    from inspect_ai.tool import ToolCall
+
+    outputs = []
+    for step in script:
+        calls = [ToolCall(id=c["id"], function=c["tool"], arguments=c.get("arguments", {})) for c in script_calls(step)]
+        message = ChatMessageAssistant(content=step.get("text", ""), tool_calls=calls or None)
+        # usage given, so mockllm does not count tokens with tiktoken (which downloads its tables)
+        outputs.append(ModelOutput(model="mockllm/model", choices=[ChatCompletionChoice(message=message, stop_reason="tool_calls")],
+                                   usage=ModelUsage(input_tokens=1, output_tokens=1, total_tokens=2)))
+    pkg = load_package(out, package)
+    task = Task(dataset=[Sample(input="Write work/a.txt.")], solver=as_solver(pkg.harness_agent()), sandbox="local")
+    [log] = eval(task, model=get_model("mockllm/model", custom_outputs=outputs), display="none", log_dir=str(log_dir))
+    assert log.status == "success", log.error
+    sample = log.samples[0]
+    messages = [{"role": m.role, "parts": ([{"type": "text", "content": m.text}] if m.role != "tool" else [])
+                 + [{"type": "tool_call", "id": c.id, "name": c.function, "arguments": c.arguments}
+                    for c in (getattr(m, "tool_calls", None) or [])]
+                 + ([{"type": "tool_call_response", "id": m.tool_call_id, "response": m.text,
+                      "is_error": m.error is not None}] if m.role == "tool" else [])}
+                for m in sample.messages]
+    return transcript(messages), sample
+
+
+def test_inspect_export_replays_the_script_like_the_task_agent(candidate, tmp_path, make_sandbox):
+    info = export(candidate, "inspect", tmp_path / "ins")
+    want = reference(stored_harness(candidate), make_sandbox())
+    got, sample = run_inspect(tmp_path / "ins", info["package"], SCRIPT, tmp_path / "logs")
+    assert got == want
+    assert sample.output.completion == "wrote work/a.txt"
+    assert sample.store["harness_episode"]["outcome"] == "finished"
+
+
+def test_inspect_export_reproduces_verification_sub_agents_and_python_tools(featureful, tmp_path, make_sandbox):
+    want = reference(load_harness(featureful), make_sandbox(), FEATURE_SCRIPT)
+    info = export_folder(featureful, "inspect", tmp_path / "ins")
+    got, _ = run_inspect(tmp_path / "ins", info["package"], FEATURE_SCRIPT, tmp_path / "logs")
+    assert got == want
+
+
+# -- openai-agents -------------------------------------------------------------------------------
+
+def test_openai_agents_export_replays_the_script_like_the_task_agent(candidate, tmp_path, make_sandbox):
+    from agents import OpenAIChatCompletionsModel, RunConfig
+    from agents.items import ToolCallItem, ToolCallOutputItem
+
+    info = export(candidate, "openai-agents", tmp_path / "oa")
+    pkg = load_package(tmp_path / "oa", info["package"])
+    want = reference(stored_harness(candidate), make_sandbox())
+    (tmp_path / "w").mkdir()
+    with ws.WireServer() as server:
+        openai_replies(server, SCRIPT)
+        model = OpenAIChatCompletionsModel(model="m", openai_client=openai.AsyncOpenAI(api_key="k", base_url=server.openai_url,
+                                                                                       max_retries=0))
+        outcome = pkg.run("Write work/a.txt.", pkg.LocalExecutor(str(tmp_path / "w")), model=model,
+                          run_config=RunConfig(tracing_disabled=True))
+    calls = {i.raw_item.call_id: i.raw_item for i in outcome.result.new_items if isinstance(i, ToolCallItem)}
+    got = [(calls[i.raw_item["call_id"]].name, json.loads(calls[i.raw_item["call_id"]].arguments), i.output)
+           for i in outcome.result.new_items if isinstance(i, ToolCallOutputItem)]
+    assert outcome.outcome == "finished" and outcome.summary == "wrote work/a.txt"
+    assert got == [w[:3] for w in want]
+
+
+def test_openai_agents_export_reproduces_verification_and_sub_agents(featureful, tmp_path, make_sandbox):
+    from agents import OpenAIChatCompletionsModel, RunConfig
+    from agents.items import ToolCallOutputItem
+
+    script = [s for s in FEATURE_SCRIPT if s["tool"] != "nosuch"]  # the SDK ends the run on unknown tools (README)
+    want = reference(load_harness(featureful), make_sandbox(), script)
+    r = metaopt("export", str(featureful), "--format", "openai-agents", "--out", str(tmp_path / "oa"), "--json")
+    assert r.returncode == 0, r.stderr
+    pkg = load_package(tmp_path / "oa", json.loads(r.stdout)["package"])
+    (tmp_path / "w").mkdir()
+    with ws.WireServer() as server:
+        openai_replies(server, script)
+        model = OpenAIChatCompletionsModel(model="m", openai_client=openai.AsyncOpenAI(api_key="k", base_url=server.openai_url,
+                                                                                       max_retries=0))
+        outcome = pkg.run("go", pkg.LocalExecutor(str(tmp_path / "w")), model=model, run_config=RunConfig(tracing_disabled=True))
+    got = [i.output for i in outcome.result.new_items if isinstance(i, ToolCallOutputItem)]
+    assert outcome.outcome == "finished" and got == [w[2] for w in want]
+
+
+# -- claude-agent-sdk ----------------------------------------------------------------------------
+
+def test_claude_agent_sdk_export_options_match_the_harness_and_tools_replay(candidate, tmp_path, make_sandbox):
+    import asyncio
+
+    info = export(candidate, "claude-agent-sdk", tmp_path / "cl")
+    pkg = load_package(tmp_path / "cl", info["package"])
+    h = stored_harness(candidate)
+    options = pkg.build_options(pkg.LocalExecutor(str(tmp_path)))
+    assert options.system_prompt == h.system_prompt("main") and options.tools == []
+    assert options.allowed_tools == ["mcp__harness__bash", "mcp__harness__finish"]
+    assert options.max_turns == h.routing.limits.max_turns == 16
+    app = sys.modules[pkg.__name__ + ".claude_agent_app"]
+    state = app.RunState()
+    (tmp_path / "w").mkdir()
+    tools = {t.name: t for t in app.harness_tools(pkg.LocalExecutor(str(tmp_path / "w")), state)}
+    assert {n: t.input_schema for n, t in tools.items()} == {t.name: t.parameters for t in h.tools}
+    got = []
+    for step in SCRIPT:
+        for c in script_calls(step):
+            r = asyncio.run(tools[c["tool"]].handler(c.get("arguments", {})))
+            got.append((c["tool"], c.get("arguments", {}), r["content"][0]["text"], r["is_error"]))
+    assert got == reference(h, make_sandbox())
+    hook = options.hooks["PostToolUse"][0]
+    assert hook.matcher == "mcp__harness__finish" and state.finished
+    assert asyncio.run(app.build_options(pkg.LocalExecutor(), state).hooks["PostToolUse"][0].hooks[0]({}, None, None)) == {
+        "continue_": False, "stopReason": "finished"}
+
+
+CONTEXT_SCRIPT = [{"tool": "bash", "id": f"k{i}", "arguments": {"command": f"seq {i} 400"}} for i in range(1, 5)] + [
+    {"tool": "finish", "id": "k9", "arguments": {"summary": "ok"}}]
+
+
+@pytest.mark.parametrize("fmt", ["python", "inspect"])
+def test_context_budget_drops_the_same_old_outputs(featureful, tmp_path, make_sandbox, fmt):
+    """routing.context: the exported loop drops the same old tool outputs as the task agent."""
+    text = (featureful / "harness.yaml").read_text().replace("  verification:", "  context: {max_tokens: 1500}\n  verification:")
+    (featureful / "harness.yaml").write_text(text)
+    script = CONTEXT_SCRIPT[:-1] + [CONTEXT_SCRIPT[-1]] * 2  # finish twice: once challenged
+    want = reference(load_harness(featureful), make_sandbox(), script)
+    assert sum("[output dropped to fit the context window]" == w[2] for w in want) >= 2
+    info = export_folder(featureful, fmt, tmp_path / fmt)
+    if fmt == "inspect":
+        got, _ = run_inspect(tmp_path / fmt, info["package"], script, tmp_path / "logs")
+    else:
+        pkg = load_package(tmp_path / fmt, info["package"])
+        with ws.WireServer() as server:
+            openai_replies(server, script)
+            model = pkg.OpenAIModel("m", client=openai.OpenAI(api_key="k", base_url=server.openai_url, max_retries=0))
+            got = transcript(pkg.HarnessAgent(model, pkg.LocalExecutor(str(tmp_path))).run("Write work/a.txt.").messages)
+    assert got == want
