@@ -22,6 +22,7 @@ fi
 
 echo "setup: installing metaopt"
 python3 -m pip install -q -e '.[dev]'
+python3 -m pip install -q -e '.[export]'  # the SDKs that metaopt export targets (openai-agents, claude-agent-sdk)
 
 if ! docker image inspect metaopt-base:latest >/dev/null 2>&1; then
   echo "setup: building the base image metaopt-base:latest (about 2 minutes)"

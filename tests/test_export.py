@@ -295,6 +295,7 @@ def test_python_export_reproduces_verification_sub_agents_and_python_tools(featu
 # -- inspect -------------------------------------------------------------------------------------
 
 def run_inspect(out: Path, package: str, script: list[dict[str, Any]], log_dir: Path):
+    pytest.importorskip("inspect_ai", reason="the inspect extra is not installed")
     from inspect_ai import Task, eval
     from inspect_ai.agent import as_solver
     from inspect_ai.dataset import Sample
@@ -341,6 +342,7 @@ def test_inspect_export_reproduces_verification_sub_agents_and_python_tools(feat
 # -- openai-agents -------------------------------------------------------------------------------
 
 def test_openai_agents_export_replays_the_script_like_the_task_agent(candidate, tmp_path, make_sandbox):
+    pytest.importorskip("agents", reason="the export extra (openai-agents) is not installed")
     from agents import OpenAIChatCompletionsModel, RunConfig
     from agents.items import ToolCallItem, ToolCallOutputItem
 
@@ -362,6 +364,7 @@ def test_openai_agents_export_replays_the_script_like_the_task_agent(candidate, 
 
 
 def test_openai_agents_export_reproduces_verification_and_sub_agents(featureful, tmp_path, make_sandbox):
+    pytest.importorskip("agents", reason="the export extra (openai-agents) is not installed")
     from agents import OpenAIChatCompletionsModel, RunConfig
     from agents.items import ToolCallOutputItem
 
@@ -385,6 +388,7 @@ def test_openai_agents_export_reproduces_verification_and_sub_agents(featureful,
 def test_claude_agent_sdk_export_options_match_the_harness_and_tools_replay(candidate, tmp_path, make_sandbox):
     import asyncio
 
+    pytest.importorskip("claude_agent_sdk", reason="the export extra (claude-agent-sdk) is not installed")
     info = export(candidate, "claude-agent-sdk", tmp_path / "cl")
     pkg = load_package(tmp_path / "cl", info["package"])
     h = stored_harness(candidate)

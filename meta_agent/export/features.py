@@ -62,6 +62,8 @@ NOTES: dict[str, list[str]] = {
     "claude-agent-sdk": ["Claude Code prefixes MCP tool names: the model sees `mcp__harness__<name>`; prompts that "
                          "name tools still read naturally, but the names differ from the harness's.",
                          "Only Anthropic models run under Claude Code.",
+                         "The SDK's MCP server checks arguments against the tool's schema before the tool runs: "
+                         "invalid arguments get its `Input validation error: ...` instead of the harness's message.",
                          "Not run end to end by metaopt's tests (it needs the Claude Code CLI and the Anthropic "
                          "streaming API); the generated code is compiled and its configuration checked."],
 }
