@@ -64,8 +64,9 @@ NOTES: dict[str, list[str]] = {
                          "Only Anthropic models run under Claude Code.",
                          "The SDK's MCP server checks arguments against the tool's schema before the tool runs: "
                          "invalid arguments get its `Input validation error: ...` instead of the harness's message.",
-                         "Not run end to end by metaopt's tests (it needs the Claude Code CLI and the Anthropic "
-                         "streaming API); the generated code is compiled and its configuration checked."],
+                         "Claude Code puts its own line (\"You are a Claude agent, built on Anthropic's Claude Agent "
+                         "SDK.\") before the harness's system prompt and an environment reminder into the first user "
+                         "message."],
 }
 
 
