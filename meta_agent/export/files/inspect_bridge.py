@@ -11,6 +11,7 @@ harness's transcript, `state.output` holds the finish summary, and the sample st
 from __future__ import annotations
 
 import math
+import re
 import secrets
 from functools import partial
 from typing import Any
@@ -29,7 +30,7 @@ from .harness_runtime import Result, stateful_command
 HARNESS = load_harness()
 
 
-@agent(name=HARNESS["name"].replace("-", "_") + "_harness")
+@agent(name=re.sub(r"\W+", "_", HARNESS["name"]) + "_harness")
 def harness_agent(model: str | Model | None = None, timeout_s: float | None = None) -> Agent:
     """The exported harness. `model`: inspect model (default: the eval's model)."""
 
