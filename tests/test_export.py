@@ -542,3 +542,22 @@ def test_claude_agent_sdk_export_runs_under_claude_code_like_the_task_agent(cand
     assert [n for n in names if n.startswith("mcp__")] == ["mcp__harness__bash", "mcp__harness__finish"]
     assert not {"Bash", "Read", "Write", "Edit"} & set(names)
     assert stored_harness(candidate).prompts.system in json.dumps(scripted[0]["system"])
+
+
+def test_claude_agent_sdk_export_challenges_finish_and_runs_python_tools(featureful, tmp_path, make_sandbox):
+    pytest.importorskip("claude_agent_sdk", reason="the export extra (claude-agent-sdk) is not installed")
+    text = (featureful / "harness.yaml").read_text()
+    text = text[:text.index("- {name: helper")] + text[text.index("- {name: finish"):]  # no sub-agents: Claude Code cannot
+    (featureful / "harness.yaml").write_text(text.replace("helper: {prompt: helper, tools: [bash, finish], max_turns: 4}", ""))
+    script = [FEATURE_SCRIPT[0], FEATURE_SCRIPT[1], FEATURE_SCRIPT[-2], FEATURE_SCRIPT[-1]]
+    want = reference(load_harness(featureful), make_sandbox(), script)
+    assert [w[2] for w in want] == ["5", "x y", "Verify first.", "Finished."]
+    pkg = load_package(tmp_path / "cl", export_folder(featureful, "claude-agent-sdk", tmp_path / "cl")["package"])
+    (tmp_path / "home").mkdir()
+    with ScriptedAnthropic(script) as server:
+        env = {"ANTHROPIC_BASE_URL": server.url, "ANTHROPIC_API_KEY": "sk-test", "HOME": str(tmp_path / "home"),
+               "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "DISABLE_AUTOUPDATER": "1"}
+        state, messages = pkg.run("go", pkg.LocalExecutor(str(tmp_path)), cwd=str(tmp_path), env=env, model="claude-export-test")
+    results = [b.content if isinstance(b.content, str) else "\n".join(c["text"] for c in b.content)
+               for m in messages for b in (getattr(m, "content", None) or []) if type(b).__name__ == "ToolResultBlock"]
+    assert results == [w[2] for w in want] and state.finished and state.summary == "b" and server.position == len(script)
