@@ -22,7 +22,8 @@ if ! docker info >/dev/null 2>&1; then
 fi
 
 echo "setup: installing metaopt"
-python3 -m pip install -q -e '.[dev]'
+# dev: pytest, playwright; export: the SDKs `metaopt export` targets; inspect: the inspect-ai bridge.
+python3 -m pip install -q -e '.[dev,export,inspect]'
 
 if ! docker image inspect metaopt-base:latest >/dev/null 2>&1; then
   echo "setup: building the base image metaopt-base:latest (about 2 minutes)"
