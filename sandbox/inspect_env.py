@@ -15,13 +15,15 @@ entry point (`inspect_ai` group in pyproject.toml) import it.
 from __future__ import annotations
 
 import asyncio
+import errno
 import posixpath
 import secrets
 import shlex
 from pathlib import Path
 from typing import Any, Literal, Union, overload
 
-from inspect_ai.util import ExecResult, SandboxEnvironment, SandboxEnvironmentConfigType, sandboxenv
+from inspect_ai.util import (ExecResult, OutputLimitExceededError, SandboxEnvironment,
+                             SandboxEnvironmentConfigType, SandboxEnvironmentLimits, sandboxenv)
 
 from sandbox.base import Sandbox, SandboxSpec
 
@@ -54,10 +56,16 @@ class MetaoptSandboxEnvironment(SandboxEnvironment):
                                     env=env, user=user)
         if r.timed_out:
             raise TimeoutError(f"command ran past its {timeout} s timeout: {shlex.join(argv)[:200]}")
+        if r.exit_code == 126 and "permission denied" in (r.stdout + r.stderr).lower():
+            raise PermissionError(f"cannot execute {argv[0]}: permission denied")
         return ExecResult(success=r.exit_code == 0, returncode=r.exit_code, stdout=r.stdout, stderr=r.stderr)
 
     async def write_file(self, file: str, contents: str | bytes) -> None:
-        await asyncio.to_thread(self.sb.write_file, self._path(file), contents, 0o644)
+        path = self._path(file)
+        # our write_file would replace a directory; inspect's contract is IsADirectoryError
+        if (await asyncio.to_thread(self.sb.exec, ["test", "-d", path])).exit_code == 0:
+            raise IsADirectoryError(errno.EISDIR, "is a directory in the sandbox", file)
+        await asyncio.to_thread(self.sb.write_file, path, contents, 0o644)
 
     @overload
     async def read_file(self, file: str, text: Literal[True] = True) -> str: ...
@@ -67,6 +75,8 @@ class MetaoptSandboxEnvironment(SandboxEnvironment):
 
     async def read_file(self, file: str, text: bool = True) -> Union[str, bytes]:
         data = await asyncio.to_thread(self.sb.read_file, self._path(file))
+        if len(data) > SandboxEnvironmentLimits.MAX_READ_FILE_SIZE:
+            raise OutputLimitExceededError(SandboxEnvironmentLimits.MAX_READ_FILE_SIZE_STR, None)
         # newline="" semantics: bytes decoded as they are, \r\n kept
         return data.decode("utf-8") if text else data
 
