@@ -67,6 +67,7 @@ def _load(spec: str) -> Loaded:
     module_ref, sep, task_name = spec.rpartition("@")
     if not sep or not module_ref or not task_name:
         raise InspectLoadError(f"--benchmark inspect:{spec}: expected inspect:<module or file.py>@<task>")
+    _check_exists(module_ref, spec)  # before importing inspect-ai, which takes seconds
     try:
         from inspect_ai import Task as InspectTask
     except ImportError:
@@ -92,12 +93,27 @@ def _load(spec: str) -> Loaded:
     return Loaded(task, samples, source_dir)
 
 
+def _is_file_ref(ref: str) -> bool:
+    return ref.endswith(".py") or Path(ref).is_file()
+
+
+def _check_exists(ref: str, spec: str) -> None:
+    if _is_file_ref(ref):
+        if not Path(ref).is_file():
+            raise InspectLoadError(f"--benchmark inspect:{spec}: {ref} does not exist")
+        return
+    try:
+        found = importlib.util.find_spec(ref)
+    except Exception as e:  # a missing parent package, or one that fails to import
+        raise InspectLoadError(f"--benchmark inspect:{spec}: cannot import {ref}: {type(e).__name__}: {e}") from None
+    if found is None:
+        raise InspectLoadError(f"--benchmark inspect:{spec}: cannot import {ref}: no module named '{ref}'")
+
+
 def _import(ref: str, spec: str) -> tuple[Any, Path]:
     path = Path(ref)
     try:
-        if ref.endswith(".py") or path.is_file():
-            if not path.is_file():
-                raise InspectLoadError(f"--benchmark inspect:{spec}: {ref} does not exist")
+        if _is_file_ref(ref):
             name = f"metaopt_inspect_{abs(hash(str(path.resolve())))}"
             mod_spec = importlib.util.spec_from_file_location(name, path)
             module = importlib.util.module_from_spec(mod_spec)  # type: ignore[arg-type]
