@@ -105,6 +105,25 @@ def test_inspect_runs_samples_in_metaopt_sandbox(tmp_path):
     assert left == []  # sample_cleanup removed every container
 
 
+@pytest.mark.docker
+def test_sample_files_and_setup_are_in_place_for_the_oracle(tmp_path, monkeypatch):
+    """Files and setup are baked into the sample's image; the oracle runs metadata `solution`."""
+    require_base_image()
+    from benchmarks.agents import OracleAgent
+    from meta_agent.runner import run_eval
+    from sandbox.docker import DockerBackend
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    name = f"inspect:{TASK_FILE}@staged_task"
+    backend, store = DockerBackend(), Store(tmp_path / "m.duckdb")
+    try:
+        result = run_eval(load_benchmark(name), OracleAgent(), benchmark=name, backend=backend, store=store)
+    finally:
+        store.close()
+    scores = {r["task_id"]: (r["score"], r["status"]) for r in result.rows}
+    assert scores == {"copies": (1.0, "passed"), "does-nothing": (0.0, "failed")}, result.rows
+
+
 def test_unimportable_module_is_one_line_exit_2():
     r = metaopt("eval", "--benchmark", "inspect:tests/inspect_tasks/no_such_file.py@my_task", "--agent", "nop")
     assert r.returncode == 2
@@ -117,15 +136,16 @@ def test_unimportable_module_is_one_line_exit_2():
 def test_unknown_task_name_lists_the_tasks(tmp_path):
     r = metaopt("eval", "--benchmark", f"inspect:{TASK_FILE}@nope", "--agent", "nop")
     assert r.returncode == 2 and r.stderr.strip().count("\n") == 0
-    assert "has no task 'nope' (tasks: my_task, broken_task)" in r.stderr
+    assert "has no task 'nope' (tasks: my_task, broken_task, staged_task)" in r.stderr
     with pytest.raises(BenchmarkError, match=r"broken_task\(\) raised RuntimeError: this task cannot be built"):
         load_benchmark(f"inspect:{TASK_FILE}@broken_task")
     with pytest.raises(BenchmarkError, match="expected inspect:<module or file.py>@<task>"):
         load_benchmark(f"inspect:{TASK_FILE}")
 
 
-def test_samples_become_tasks(tmp_path):
-    """Sample ids, instruction, choices, sandbox specs and unsupported features, from a task file."""
+def test_samples_become_tasks(tmp_path, monkeypatch):
+    """Sample ids, instruction, choices, sandbox specs, staged files and unsupported features."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     (tmp_path / "env").mkdir()
     (tmp_path / "env" / "Dockerfile").write_text("FROM debian:bookworm-slim\n")
     (tmp_path / "t.py").write_text(
@@ -137,12 +157,13 @@ def test_samples_become_tasks(tmp_path):
         "    return Task(dataset=[\n"
         "        Sample(input='Pick one.', choices=['red', 'blue'], target='A'),\n"
         "        Sample(input='x', sandbox=('docker', 'env/Dockerfile'), metadata={'solution': 'echo 4'}),\n"
-        "        Sample(input='y', files={'a.txt': 'hi'}),\n"
+        "        Sample(input='y', files={'a.txt': 'hi', 'other:b.txt': 'x'}),\n"
         "        Sample(input='z', sandbox=('docker', 'compose.yaml')),\n"
         "        Sample(input='w', sandbox=('k8s', None)),\n"
+        "        Sample(input='v', sandbox=('docker', 'env/Dockerfile'), files={'d/a.txt': 'hi'}, setup='touch /s'),\n"
         "    ], scorer=match(), time_limit=120)\n")
     tasks = load_benchmark(f"inspect:{tmp_path / 't.py'}@t")
-    assert [t.id for t in tasks] == ["1", "2", "3", "4", "5"]
+    assert [t.id for t in tasks] == ["1", "2", "3", "4", "5", "6"]
     first, second = tasks[0], tasks[1]
     assert isinstance(first, Task) and first.scoring == "inspect" and not first.network
     assert first.instruction.startswith("Pick one.\n\nA) red\nB) blue\n\n")
@@ -150,7 +171,12 @@ def test_samples_become_tasks(tmp_path):
     assert second.environment.context_dir == tmp_path / "env" and second.environment.dockerfile == "Dockerfile"
     assert second.solution is not None and second.solution.command == "echo 4"
     errors = {t.id: t.error for t in tasks if isinstance(t, TaskLoadError)}
-    assert "files and setup scripts are not supported" in errors["3"]
+    assert "file 'other:b.txt' targets sandbox 'other'" in errors["3"]
+    staged = tasks[5].environment
+    assert staged.context_dir.parent == tmp_path / "cache" / "metaopt" / "inspect-contexts"
+    dockerfile = (staged.context_dir / staged.dockerfile).read_text().splitlines()
+    assert dockerfile[0] == "FROM debian:bookworm-slim" and dockerfile[1].startswith('COPY [".metaopt-inspect/0", "d/a.txt"]')
+    assert dockerfile[-1].startswith("RUN chmod +x /tmp/.metaopt-setup && /tmp/.metaopt-setup")
     assert "compose files (compose.yaml) are not supported" in errors["4"]
     assert "sandbox type 'k8s' cannot run" in errors["5"]
     assert [t.id for t in load_benchmark(f"inspect:{tmp_path / 't.py'}@t", task_ids=["2"])] == ["2"]

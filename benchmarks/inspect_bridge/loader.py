@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from benchmarks.inspect_bridge.staging import staged
 from benchmarks.task import Environment, Solution, Task, TaskLoadError, Verifier
 
 DEFAULT_IMAGE = "metaopt-base:latest"
@@ -143,11 +144,11 @@ def _to_task(name: str, lt: Loaded, sid: str, sample: Any) -> Task | TaskLoadErr
 
     if not lt.task.scorer:
         return bad("the task has no scorer")
-    if sample.files or sample.setup:
-        return bad("sample files and setup scripts are not supported yet")
     try:
         env = _environment(sample.sandbox or lt.task.sandbox, lt.source_dir)
-    except ValueError as e:
+        if sample.files or sample.setup:
+            env = staged(env, sample.files, sample.setup)
+    except (OSError, ValueError) as e:
         return bad(str(e))
     meta = sample.metadata or {}
     solution = Solution(command=meta["solution"]) if isinstance(meta.get("solution"), str) else None

@@ -58,3 +58,30 @@ def my_task():
 @task
 def broken_task():
     raise RuntimeError("this task cannot be built")
+
+
+@scorer(metrics=[accuracy()])
+def copied():
+    """work/copy.txt must hold the staged file's text, and the setup script must have run."""
+
+    async def score(state: TaskState, target: Target) -> Score:
+        r = await sandbox().exec(["bash", "-c", "cat work/copy.txt && cat /tmp/setup-ran"])
+        return Score(value=CORRECT if r.stdout == "abc\nran\n" else INCORRECT, answer=r.stdout)
+
+    return score
+
+
+@task
+def staged_task():
+    """Sample files and a setup script; the oracle runs each sample's metadata `solution`."""
+    files = {"data/in.txt": "abc\n"}
+    setup = "echo ran > /tmp/setup-ran"
+    return Task(
+        dataset=[
+            Sample(id="copies", input="Copy data/in.txt to work/copy.txt.", files=files, setup=setup,
+                   metadata={"solution": "mkdir -p work && cp data/in.txt work/copy.txt"}),
+            Sample(id="does-nothing", input="Copy data/in.txt to work/copy.txt.", files=files, setup=setup,
+                   metadata={"solution": "true"}),
+        ],
+        scorer=copied(),
+    )
