@@ -124,6 +124,23 @@ def test_sample_files_and_setup_are_in_place_for_the_oracle(tmp_path, monkeypatc
     assert scores == {"copies": (1.0, "passed"), "does-nothing": (0.0, "failed")}, result.rows
 
 
+@pytest.mark.docker
+def test_a_scorer_that_raises_is_an_error_not_a_zero(tmp_path):
+    require_base_image()
+    from benchmarks.agents import NopAgent
+    from meta_agent.runner import run_eval
+    from sandbox.docker import DockerBackend
+
+    name = f"inspect:{TASK_FILE}@raising_task"
+    store = Store(tmp_path / "m.duckdb")
+    try:
+        [row] = run_eval(load_benchmark(name), NopAgent(), benchmark=name, backend=DockerBackend(), store=store).rows
+    finally:
+        store.close()
+    assert (row["score"], row["status"], row["failure_mode"]) == (None, "error", "scorer_error")
+    assert row["error"] == "inspect scorer raised ValueError: boom"
+
+
 def test_unimportable_module_is_one_line_exit_2():
     r = metaopt("eval", "--benchmark", "inspect:tests/inspect_tasks/no_such_file.py@my_task", "--agent", "nop")
     assert r.returncode == 2
@@ -136,7 +153,7 @@ def test_unimportable_module_is_one_line_exit_2():
 def test_unknown_task_name_lists_the_tasks(tmp_path):
     r = metaopt("eval", "--benchmark", f"inspect:{TASK_FILE}@nope", "--agent", "nop")
     assert r.returncode == 2 and r.stderr.strip().count("\n") == 0
-    assert "has no task 'nope' (tasks: my_task, broken_task, staged_task)" in r.stderr
+    assert "has no task 'nope' (tasks: my_task, broken_task, staged_task, raising_task)" in r.stderr
     with pytest.raises(BenchmarkError, match=r"broken_task\(\) raised RuntimeError: this task cannot be built"):
         load_benchmark(f"inspect:{TASK_FILE}@broken_task")
     with pytest.raises(BenchmarkError, match="expected inspect:<module or file.py>@<task>"):

@@ -90,20 +90,15 @@ def to_float(value: Any) -> float:
 def task_state(sample: Any, messages: list[Message], answer: str, *, epoch: int = 1) -> Any:
     """The TaskState inspect would hand its scorers after a solver produced `messages` and `answer`."""
     from inspect_ai.model import ModelName, ModelOutput
+    from inspect_ai.scorer import Target
     from inspect_ai.solver import TaskState
 
     return TaskState(
         model=ModelName(MODEL_NAME), sample_id=sample.id if sample.id is not None else 0, epoch=epoch,
         input=sample.input, messages=chat_messages(messages) or _input_messages(sample),
-        target=_target(sample), choices=sample.choices, output=ModelOutput.from_content(MODEL_NAME, answer),
+        target=Target(sample.target), choices=sample.choices, output=ModelOutput.from_content(MODEL_NAME, answer),
         metadata=sample.metadata or {}, completed=True,
     )
-
-
-def _target(sample: Any) -> Any:
-    from inspect_ai.scorer import Target
-
-    return Target(sample.target)
 
 
 def _input_messages(sample: Any) -> list[Any]:

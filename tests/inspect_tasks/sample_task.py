@@ -85,3 +85,17 @@ def staged_task():
         ],
         scorer=copied(),
     )
+
+
+@scorer(metrics=[accuracy()])
+def raises():
+    async def score(state: TaskState, target: Target) -> Score:
+        raise ValueError("boom")
+
+    return score
+
+
+@task
+def raising_task():
+    """Its scorer raises: the trial is an error, never a 0."""
+    return Task(dataset=[Sample(id="s", input="Do nothing.")], scorer=raises())
