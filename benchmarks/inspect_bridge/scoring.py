@@ -30,7 +30,10 @@ def score_inspect(task: Task, sb: Sandbox, result: AgentResult | None, timeout_s
     lt = loaded(task.benchmark.removeprefix("inspect:"))
     sample = lt.samples[task.id]
     extra = result.extra if result is not None else {}
-    state = task_state(sample, extra.get("messages") or [], extra.get("answer") or "", epoch=attempt + 1)
+    messages = extra.get("messages") or []
+    # the finish summary; an episode cut off by a limit answers with its last assistant text
+    answer = extra.get("answer") or next((m.text for m in reversed(messages) if m.role == "assistant" and m.text), "")
+    state = task_state(sample, messages, answer, epoch=attempt + 1)
     try:
         scores = asyncio.run(asyncio.wait_for(_run_scorers(lt.task.scorer, state, sample, sb, task.workdir),
                                               timeout_s))
