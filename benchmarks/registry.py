@@ -13,6 +13,7 @@ SAMPLES = Path(__file__).parent / "samples"
 BENCHMARKS: dict[str, tuple[str, Path | None]] = {
     "terminalbench-sample": ("metaopt's own Terminal-Bench-style tasks (TB1 and Harbor formats), offline", SAMPLES / "terminalbench"),
     "terminalbench": ("a local Terminal-Bench 1.x or 2.x (Harbor) checkout: --dataset PATH", None),
+    "inspect:<module>@<task>": ("an inspect-ai task's samples, scored by its own scorers (metaopt[inspect])", None),
 }
 
 
