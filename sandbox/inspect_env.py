@@ -107,9 +107,12 @@ class MetaoptSandboxEnvironment(SandboxEnvironment):
 
     @classmethod
     async def cli_cleanup(cls, id: str | None) -> None:
-        from sandbox.docker import DockerBackend
+        """`inspect sandbox cleanup metaopt RUN_ID` removes that run's containers. Without an id
+        nothing is removed: other metaopt runs may share the daemon (`metaopt sandbox prune`)."""
+        if id:
+            from sandbox.docker import DockerBackend
 
-        await asyncio.to_thread(DockerBackend().prune, id)
+            await asyncio.to_thread(DockerBackend().prune, id)
 
 
 def _start(cls: type[MetaoptSandboxEnvironment], task_name: str, config: Any) -> tuple[Sandbox, str]:
