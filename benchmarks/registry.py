@@ -13,6 +13,7 @@ SAMPLES = Path(__file__).parent / "samples"
 BENCHMARKS: dict[str, tuple[str, Path | None]] = {
     "terminalbench-sample": ("metaopt's own Terminal-Bench-style tasks (TB1 and Harbor formats), offline", SAMPLES / "terminalbench"),
     "terminalbench": ("a local Terminal-Bench 1.x or 2.x (Harbor) checkout: --dataset PATH", None),
+    "inspect:<module>@<task>": ("an inspect-ai task's samples, scored by its own scorers (metaopt[inspect])", None),
 }
 
 
@@ -21,6 +22,8 @@ class BenchmarkError(ValueError):
 
 
 def load_benchmark(name: str, dataset: Path | None = None, task_ids: list[str] | None = None) -> list[Task | TaskLoadError]:
+    if name.startswith("inspect:"):
+        return _select(_load_inspect(name, dataset), task_ids)
     if name not in BENCHMARKS:
         raise BenchmarkError(f"unknown benchmark '{name}' (known: {', '.join(BENCHMARKS)})")
     packaged = BENCHMARKS[name][1]
@@ -35,6 +38,22 @@ def load_benchmark(name: str, dataset: Path | None = None, task_ids: list[str] |
         tasks = load_dataset(path, name)
     except (OSError, ValueError) as e:
         raise BenchmarkError(str(e)) from None
+    return _select(tasks, task_ids)
+
+
+def _load_inspect(name: str, dataset: Path | None) -> list[Task | TaskLoadError]:
+    """`inspect:<module>@<task>`: an inspect-ai task's samples (imported lazily: inspect is slow)."""
+    if dataset is not None:
+        raise BenchmarkError(f"benchmark '{name}' takes its samples from the inspect task; drop --dataset")
+    from benchmarks.inspect_bridge import load_tasks
+
+    try:
+        return load_tasks(name[len("inspect:"):])
+    except ValueError as e:
+        raise BenchmarkError(str(e)) from None
+
+
+def _select(tasks: list[Task | TaskLoadError], task_ids: list[str] | None) -> list[Task | TaskLoadError]:
     if task_ids:
         known = {t.id for t in tasks}
         missing = [t for t in task_ids if t not in known]

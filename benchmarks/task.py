@@ -12,7 +12,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-ScoringKind = Literal["pytest", "reward", "spreadsheet", "val_bpb"]
+ScoringKind = Literal["pytest", "reward", "spreadsheet", "val_bpb", "inspect"]
 
 
 class Environment(BaseModel):

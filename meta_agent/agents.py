@@ -51,7 +51,9 @@ class HarnessAgent:
             timed_out=ep.outcome == "time_limit", error=ep.error if ep.outcome == "model_error" else None,
             log=f"outcome: {ep.outcome}; turns: {ep.turns}; tool calls: {ep.tool_calls}\n{ep.summary}",
             steps=ep.turns, input_tokens=ep.usage.input_tokens, output_tokens=ep.usage.output_tokens,
-            cost_usd=ep.cost_usd, trace_id=trace_id, extra={"outcome": ep.outcome, "harness_version": self.version},
+            cost_usd=ep.cost_usd, trace_id=trace_id,
+            # the transcript and final answer are for scorers that read them (inspect tasks)
+            extra={"outcome": ep.outcome, "harness_version": self.version, "messages": ep.messages, "answer": ep.summary},
         )
 
 

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.agents import Agent
+from benchmarks.agents import Agent, AgentResult
 from benchmarks.scoring import Verdict, score_pytest, score_reward
 from benchmarks.task import Task, TaskLoadError
 from sandbox.base import Sandbox, SandboxSpec
@@ -103,7 +103,7 @@ def run_trial(task: Task | TaskLoadError, attempt: int, agent: Agent, *, backend
             if result.error:
                 return _finish(row, t0, status="error", failure_mode="agent_error", error=result.error)
             v0 = time.monotonic()
-            verdict, output, exit_code = verify(task, sb, timeout_multiplier)
+            verdict, output, exit_code = verify(task, sb, timeout_multiplier, result, attempt)
             row.update(verifier_duration_s=time.monotonic() - v0, test_output=output, verifier_exit_code=exit_code)
     except SandboxUnavailable:
         raise
@@ -116,9 +116,15 @@ def run_trial(task: Task | TaskLoadError, attempt: int, agent: Agent, *, backend
                    tests=verdict.tests, rewards=verdict.rewards)
 
 
-def verify(task: Task, sb: Sandbox, timeout_multiplier: float = 1.0) -> tuple[Verdict, str, int | None]:
-    """Copy the verifier in (only now), run it as its user in a fresh exec, and score it."""
+def verify(task: Task, sb: Sandbox, timeout_multiplier: float = 1.0, result: AgentResult | None = None,
+           attempt: int = 0) -> tuple[Verdict, str, int | None]:
+    """Copy the verifier in (only now), run it as its user in a fresh exec, and score it.
+    Inspect tasks are scored by their own inspect scorers on `result` (the agent's answer)."""
     v = task.verifier
+    if task.scoring == "inspect":
+        from benchmarks.inspect_bridge import score_inspect  # lazy: inspect-ai is slow to import
+
+        return score_inspect(task, sb, result, v.timeout_s * timeout_multiplier, attempt)
     if task.scoring == "reward":
         sb.exec("rm -f /logs/verifier/reward.txt /logs/verifier/reward.json; mkdir -p /logs/verifier", user="root")
     for host, dest in v.files:

@@ -1,0 +1,45 @@
+"""inspect-ai's own conformance suite for sandbox environments, run against our Docker sandbox as
+the inspect sandbox `metaopt` (sandbox/inspect_env.py). Checks our sandbox cannot meet are xfailed
+by name below, each with the reason."""
+
+import pytest
+
+pytest.importorskip("inspect_ai")
+
+from inspect_ai.util._sandbox.self_check import *  # noqa: E402,F403  (the checks, collected as tests)
+
+from sandbox.base import SandboxSpec  # noqa: E402
+from _docker_fixtures import DEFAULT_TEST_IMAGE, docker_backend, require_base_image, test_run_id  # noqa: E402,F401
+
+pytestmark = [pytest.mark.docker, pytest.mark.anyio]
+
+ROOT = "the sandbox's default user is root, whom file permission bits do not stop"
+KNOWN_GAPS: dict[str, str] = {
+    "test_read_file_not_allowed": ROOT,
+    "test_write_text_file_without_permissions": ROOT,
+    "test_write_binary_file_without_permissions": ROOT,
+}
+
+
+@pytest.fixture
+def anyio_backend():
+    return "asyncio"
+
+
+@pytest.fixture(scope="module")
+def container(docker_backend, test_run_id):  # noqa: F811
+    require_base_image()
+    sb = docker_backend.start(SandboxSpec(image=DEFAULT_TEST_IMAGE, workdir="/app"), run_id=test_run_id)
+    sb.exec("mkdir -p /app && useradd -m nonroot", user="root")
+    yield sb
+    sb.close()
+
+
+@pytest.fixture
+def sandbox_env(request, container):
+    from sandbox.inspect_env import MetaoptSandboxEnvironment
+
+    why = KNOWN_GAPS.get(request.node.originalname)
+    if why:
+        request.applymarker(pytest.mark.xfail(reason=why, strict=True))
+    return MetaoptSandboxEnvironment(container, "/app")
