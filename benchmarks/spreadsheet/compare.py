@@ -90,7 +90,9 @@ def parse_range(text: str, sheet: str | None = None) -> Area:
     """`A1`, `A1:C9`, `$A$1:$C$9`, whole columns `A:G`, whole rows `2:5`, and the malformed
     upstream form `BD2:308` (the end's column is the start's)."""
     t = text.strip().upper()
-    a, _, b = t.partition(":")
+    a, colon, b = t.partition(":")
+    if colon and not b:
+        raise AnswerPositionError(f"cannot read range {text.strip()!r}")
     b = b or a
     ma, mb = _CELL.match(a), _CELL.match(b)
     if ma and mb:
@@ -193,8 +195,9 @@ def compare(answer_wb, output_wb, areas: list[Area], formulas_wb=None) -> dict:
             return {"passed": False, "reason": f"output has no sheet {want.title!r} "
                     f"(has: {', '.join(ws.title for ws in output_wb.worksheets)})",
                     "n_cells": n_cells, "n_mismatches": n_bad, "mismatches": mismatches}
-        min_row, max_row = area.min_row or 1, area.max_row or max(want.max_row, got.max_row)
-        max_col = min(area.max_col, max(want.max_column, got.max_column))
+        # Open ends (whole columns or rows) stop at the last cell used in either workbook.
+        min_row, max_row = area.min_row or 1, area.max_row or max(_used(want)[0], _used(got)[0])
+        max_col = area.max_col if area.max_col < 16384 else max(_used(want)[1], _used(got)[1])
         for r in range(min_row, max_row + 1):
             for c in range(area.min_col, max_col + 1):
                 n_cells += 1
@@ -213,6 +216,13 @@ def compare(answer_wb, output_wb, areas: list[Area], formulas_wb=None) -> dict:
     reason = None if n_bad == 0 else f"{n_bad} of {n_cells} cells differ"
     return {"passed": n_bad == 0, "reason": reason, "n_cells": n_cells, "n_mismatches": n_bad,
             "mismatches": mismatches}
+
+
+def _used(ws) -> tuple[int, int]:
+    """(last row, last column) holding a value; (0, 0) for an empty sheet (openpyxl says 1, 1)."""
+    if ws.max_row == 1 and ws.max_column == 1 and ws.cell(row=1, column=1).value is None:
+        return 0, 0
+    return ws.max_row, ws.max_column
 
 
 def _formula(wb, title: str, r: int, c: int) -> str | None:

@@ -22,6 +22,7 @@ import os
 import re
 import shutil
 import tempfile
+import zipfile
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -115,6 +116,9 @@ def _task(root: Path, raw: object, benchmark: str) -> Task:
         k = missing[0]
         raise TaskFormatError(f"{folder}: case {k} has an {'input' if k in inputs else 'answer'} workbook but no "
                               f"{'answer' if k in inputs else 'input'}")
+    for f in [*inputs.values(), *answers.values()]:
+        if not zipfile.is_zipfile(f):
+            raise TaskFormatError(f"{f} is not an xlsx workbook (not a zip archive)")
     nums = sorted(inputs)
     multi = len(nums) > 1
     verifier_files = [(HERE / "compare.py", "/tests/compare.py"), (HERE / "evaluate.py", "/tests/evaluate.py")]
