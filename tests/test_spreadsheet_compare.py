@@ -151,3 +151,12 @@ def test_a_range_selecting_no_cell_is_a_task_error_not_a_vacuous_pass():
     ans = book({"S": {}})
     with pytest.raises(ScorerError, match="selects no cell"):
         compare(ans, book({"S": {}}), parse_answer_position("A:A"))
+
+
+def test_an_answer_formula_nobody_computed_is_a_task_error_not_an_empty_cell(tmp_path):
+    book({"S": {"A1": 2, "A2": "=A1*3"}}).save(tmp_path / "ans.xlsx")
+    ans = load_values(str(tmp_path / "ans.xlsx"))
+    out = book({"S": {"A2": None}})
+    assert compare(ans, out, parse_answer_position("A2"))["passed"]  # what upstream would conclude
+    with pytest.raises(ScorerError, match="S!A2 holds a formula with no cached value"):
+        compare(ans, out, parse_answer_position("A2"), answer_formulas_wb=openpyxl.load_workbook(tmp_path / "ans.xlsx"))

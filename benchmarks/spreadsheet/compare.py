@@ -176,12 +176,14 @@ def _sheet(wb, name: str | None, first_sheet: str):
     return None
 
 
-def compare(answer_wb, output_wb, areas: list[Area], formulas_wb=None) -> dict:
+def compare(answer_wb, output_wb, areas: list[Area], formulas_wb=None, answer_formulas_wb=None) -> dict:
     """Compare `output_wb` with `answer_wb` on `areas`. Returns {passed, reason, n_cells,
     n_mismatches, mismatches: [{cell, expected, actual, formula?}]}. A sheet missing from the
     output fails the case; one missing from the answer, or areas selecting no cell, raise
     ScorerError. `formulas_wb` (the output loaded with formulas) adds the formula of a
-    mismatching cell to its record."""
+    mismatching cell to its record. `answer_formulas_wb` (the answer loaded with formulas, given
+    when it was not recalculated) turns an answer formula without a cached value into a
+    ScorerError: its expected value is unknown, and reading it as empty would be wrong."""
     first = answer_wb.worksheets[0].title
     mismatches: list[dict] = []
     n_cells = n_bad = 0
@@ -202,6 +204,9 @@ def compare(answer_wb, output_wb, areas: list[Area], formulas_wb=None) -> dict:
             for c in range(area.min_col, max_col + 1):
                 n_cells += 1
                 e, a = want.cell(row=r, column=c).value, got.cell(row=r, column=c).value
+                if e is None and _formula(answer_formulas_wb, want.title, r, c):
+                    raise ScorerError(f"answer cell {want.title}!{col_letters(c)}{r} holds a formula with no cached "
+                                      f"value and no recalculation engine computed it")
                 if same(e, a):
                     continue
                 n_bad += 1

@@ -90,10 +90,12 @@ def evaluate(cfg: dict) -> dict:
         if not os.path.isfile(p):
             raise compare.ScorerError(f"answer file for case {k} is missing: {p}")
     recalced, note = recalculate(list(answers.values()), os.path.join(work, "answers"))
-    gold = {}
+    gold, gold_formulas = {}, {}
     for k, p in answers.items():
         try:
             gold[k] = compare.load_values(recalced.get(p, p))
+            if p not in recalced:  # to refuse formulas whose value nobody computed
+                gold_formulas[k] = openpyxl.load_workbook(p)
         except Exception as e:  # noqa: BLE001 - any openpyxl failure means the task is broken
             raise compare.ScorerError(f"answer workbook for case {k} is unreadable: {type(e).__name__}: {e}") from None
     shutil.rmtree(cfg["answer_dir"], ignore_errors=True)
@@ -112,21 +114,23 @@ def evaluate(cfg: dict) -> dict:
     for k in cases:
         p = outputs[k]
         if k in reruns and not reruns[k]["ok"]:
-            results[k] = {"passed": False, "reason": reruns[k]["reason"]}
+            results[k] = {"passed": False, "no_output": True, "reason": reruns[k]["reason"]}
         elif not os.path.isfile(p):
-            results[k] = {"passed": False, "reason": f"output file {p} is missing"}
+            results[k] = {"passed": False, "no_output": True, "reason": f"output file {p} is missing"}
         else:
             try:
                 compare.load_values(p)
                 valid.append(k)
             except Exception as e:  # noqa: BLE001 - a corrupt agent output scores 0, with the reason
-                results[k] = {"passed": False, "reason": f"output {p} is not a readable xlsx workbook ({type(e).__name__}: {e})"}
+                results[k] = {"passed": False, "no_output": True, "reason": f"output {p} is not a readable xlsx workbook ({type(e).__name__}: {e})"}
     recalced_out, note_out = recalculate([outputs[k] for k in valid], os.path.join(work, "outputs"))
     note = note or note_out
+    if soffice() is not None and (missed := [os.path.basename(outputs[k]) for k in valid if outputs[k] not in recalced_out]):
+        note = note or f"LibreOffice could not recalculate {', '.join(missed)}; its cached values were used"
     for k in valid:
         p = outputs[k]
         results[k] = compare.compare(gold[k], compare.load_values(recalced_out.get(p, p)), areas,
-                                     formulas_wb=openpyxl.load_workbook(p))
+                                     formulas_wb=openpyxl.load_workbook(p), answer_formulas_wb=gold_formulas.get(k))
     cases_out = []
     for k in cases:
         row = {"case": k, **results[k]}

@@ -36,10 +36,8 @@ def score_spreadsheet(result_json: bytes | None, output: str) -> Verdict:
         notes.append(res["note"])
     if hard >= 1.0:
         mode = None
-    elif any("missing" in (c.get("reason") or "") or "not a readable xlsx" in (c.get("reason") or "")
-             or "re-run" in (c.get("reason") or "") or "exited" in (c.get("reason") or "")
-             for c in cases if not c["passed"]):
-        mode = "output_invalid"
+    elif any(c.get("no_output") for c in cases):
+        mode = "output_invalid"  # missing, unreadable, or the re-run script failed
     else:
         mode = "tests_failed"
     return Verdict(soft, "passed" if hard >= 1.0 else "failed", tests, failure_mode=mode,
