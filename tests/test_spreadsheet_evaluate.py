@@ -75,12 +75,21 @@ def test_a_general_script_passes_every_case_and_answers_are_gone_before_it_rerun
     assert res["soft"] == 1.0 and res["hard"] == 1.0 and [c["passed"] for c in res["cases"]] == [True] * 3
     assert res["cases"][1]["rerun"]["ok"] and (box["output"] / f"3_{TID}_output.xlsx").is_file()
     assert not box["answers"].exists()
-    assert res["recalculated"] is (shutil.which("soffice") is not None or shutil.which("libreoffice") is not None)
-    if not res["recalculated"]:
-        assert "not recalculated" in res["note"]  # said in the result, not silently
+    assert res["recalculated"] and res["note"] is None  # no formula anywhere: nothing to recalculate
     v = score_spreadsheet((box["logs"] / "result.json").read_bytes(), res["_stdout"])
     assert (v.score, v.status, v.tests) == (1.0, "passed", {"case_1": "passed", "case_2": "passed", "case_3": "passed"})
     assert v.rewards["soft"] == v.rewards["hard"] == 1.0
+
+
+@pytest.mark.skipif(bool(shutil.which("soffice") or shutil.which("libreoffice")), reason="LibreOffice is installed here")
+def test_without_libreoffice_the_result_says_formulas_were_not_recalculated(box):
+    solve(box, DOUBLE.replace('ws[f"A{r}"].value * 2', 'f"=A{r}*2"'))
+    res = run(box, cases=(1,))
+    assert res["recalculated"] is False and "formulas were not recalculated" in res["note"]
+    assert res["cases"][0]["mismatches"][0] == {"cell": "Data!B2", "expected": 2, "actual": None, "formula": "=A2*2"}
+    assert "note: no LibreOffice" in res["_stdout"]
+    v = score_spreadsheet((box["logs"] / "result.json").read_bytes(), res["_stdout"])
+    assert v.rewards["recalculated"] == 0.0 and "not recalculated" in v.error
 
 
 def test_a_hard_coded_script_fails_the_hidden_cases_with_cell_feedback(box):

@@ -36,9 +36,22 @@ def soffice() -> str | None:
     return shutil.which("soffice") or shutil.which("libreoffice")
 
 
+def has_formula(path: str) -> bool:
+    """Whether any cell holds a formula. Never raises (an unreadable file: True, let LibreOffice try)."""
+    try:
+        wb = openpyxl.load_workbook(path)
+    except Exception:  # noqa: BLE001
+        return True
+    return any(c.data_type == "f" for ws in wb.worksheets for row in ws.iter_rows() for c in row)
+
+
 def recalculate(paths: list[str], workdir: str) -> tuple[dict[str, str], str | None]:
-    """Recalculated copies of `paths` (original path -> copy); a file LibreOffice could not
-    convert is left out. Returns ({}, note) when no engine is available."""
+    """Recalculated copies of the `paths` that hold formulas (original path -> copy); a file
+    without formulas needs none (its values are final), one LibreOffice could not convert is
+    left out. Returns ({}, note) when formulas need an engine and none is installed."""
+    paths = [p for p in paths if has_formula(p)]  # LibreOffice starts take seconds: skip when idle
+    if not paths:
+        return {}, None
     exe = soffice()
     if exe is None:
         return {}, "no LibreOffice in the sandbox image: formulas were not recalculated, cells compare by their cached values"
@@ -50,13 +63,12 @@ def recalculate(paths: list[str], workdir: str) -> tuple[dict[str, str], str | N
         srcs.append(os.path.join(src_dir, os.path.basename(p)))
         shutil.copyfile(p, srcs[-1])
     note = None
-    if srcs:
-        cmd = [exe, f"-env:UserInstallation=file://{workdir}/profile", "--headless", "--calc",
-               "--convert-to", "xlsx:Calc MS Excel 2007 XML", "--outdir", dest, *srcs]
-        try:
-            subprocess.run(cmd, capture_output=True, timeout=RECALC_TIMEOUT_S, check=False)
-        except subprocess.TimeoutExpired:
-            note = f"LibreOffice ran past {RECALC_TIMEOUT_S} s; files it had not converted compare by their cached values"
+    cmd = [exe, f"-env:UserInstallation=file://{workdir}/profile", "--headless", "--calc",
+           "--convert-to", "xlsx:Calc MS Excel 2007 XML", "--outdir", dest, *srcs]
+    try:
+        subprocess.run(cmd, capture_output=True, timeout=RECALC_TIMEOUT_S, check=False)
+    except subprocess.TimeoutExpired:
+        note = f"LibreOffice ran past {RECALC_TIMEOUT_S} s; files it had not converted compare by their cached values"
     out = {p: os.path.join(dest, os.path.basename(p)) for p in paths}
     out = {p: q for p, q in out.items() if os.path.isfile(q)}
     return out, note
@@ -139,7 +151,7 @@ def evaluate(cfg: dict) -> dict:
         cases_out.append(row)
     passed = sum(1 for c in cases_out if c["passed"])
     shutil.rmtree(work, ignore_errors=True)
-    return {"version": 1, "task_id": tid, "recalculated": soffice() is not None and note is None,
+    return {"version": 1, "task_id": tid, "recalculated": note is None,
             "note": note, "soft": passed / len(cases), "hard": float(passed == len(cases)),
             "cases": cases_out, "error": None}
 
