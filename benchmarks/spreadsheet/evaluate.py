@@ -71,6 +71,8 @@ def recalculate(paths: list[str], workdir: str) -> tuple[dict[str, str], str | N
         note = f"LibreOffice ran past {RECALC_TIMEOUT_S} s; files it had not converted compare by their cached values"
     out = {p: os.path.join(dest, os.path.basename(p)) for p in paths}
     out = {p: q for p, q in out.items() if os.path.isfile(q)}
+    if missed := [os.path.basename(p) for p in paths if p not in out]:
+        note = note or f"LibreOffice could not recalculate {', '.join(missed)}; their cached values were used"
     return out, note
 
 
@@ -137,8 +139,6 @@ def evaluate(cfg: dict) -> dict:
                 results[k] = {"passed": False, "no_output": True, "reason": f"output {p} is not a readable xlsx workbook ({type(e).__name__}: {e})"}
     recalced_out, note_out = recalculate([outputs[k] for k in valid], os.path.join(work, "outputs"))
     note = note or note_out
-    if soffice() is not None and (missed := [os.path.basename(outputs[k]) for k in valid if outputs[k] not in recalced_out]):
-        note = note or f"LibreOffice could not recalculate {', '.join(missed)}; its cached values were used"
     for k in valid:
         p = outputs[k]
         results[k] = compare.compare(gold[k], compare.load_values(recalced_out.get(p, p)), areas,
