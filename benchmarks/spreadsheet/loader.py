@@ -165,9 +165,11 @@ def _solution(tid: str, folder: Path, answers: dict[int, Path]) -> Solution:
     files = [(own, "/oracle/solve.py")] if own.is_file() else (
         [(HERE / "copy_answer.py", "/oracle/solve.py")]
         + [(p, f"/oracle/answers/{k}_{tid}_answer.xlsx") for k, p in answers.items()])
-    return Solution(files=files, command=(
-        f"mkdir -p {WORKDIR}/output && cp /oracle/solve.py {WORKDIR}/output/solve.py && "
-        f"python3 {WORKDIR}/output/solve.py {WORKDIR}/spreadsheets/1_{tid}_input.xlsx {WORKDIR}/output/1_{tid}_output.xlsx"))
+    # Steps, not one command: fake/solution replays each as its own tool call.
+    return Solution(files=files, steps=[
+        f"mkdir -p {WORKDIR}/output && cp /oracle/solve.py {WORKDIR}/output/solve.py",
+        f"python3 {WORKDIR}/output/solve.py {WORKDIR}/spreadsheets/1_{tid}_input.xlsx {WORKDIR}/output/1_{tid}_output.xlsx",
+    ])
 
 
 def cache_dir() -> Path:

@@ -11,10 +11,13 @@ scripts, so the oracle check tests both. Every case's input must fail its own an
 from __future__ import annotations
 
 import datetime as dt
+import io
 import json
 import random
+import re
 import shutil
 import textwrap
+import zipfile
 from pathlib import Path
 
 import openpyxl
@@ -259,8 +262,19 @@ def _names(tid: str, k: int, naming: str) -> tuple[str, str]:
 
 
 def _save(wb: openpyxl.Workbook, path: Path) -> None:
-    wb.properties.created = wb.properties.modified = FIXED  # stable bytes across rebuilds
-    wb.save(path)
+    """Save with fixed document and zip-member timestamps: a rebuild gives the same bytes, so
+    the task images' content hashes do not change."""
+    wb.properties.created = wb.properties.modified = FIXED
+    buf = io.BytesIO()
+    wb.save(buf)
+    with zipfile.ZipFile(buf) as src, zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as dst:
+        for info in src.infolist():
+            fixed = zipfile.ZipInfo(info.filename, date_time=FIXED.timetuple()[:6])
+            fixed.compress_type, fixed.external_attr = zipfile.ZIP_DEFLATED, info.external_attr
+            data = src.read(info.filename)
+            if info.filename == "docProps/core.xml":  # openpyxl stamps `modified` with the time of saving
+                data = re.sub(rb"(<dcterms:modified[^>]*>)[^<]*", rb"\g<1>2026-01-01T00:00:00Z", data)
+            dst.writestr(fixed, data)
 
 
 def main() -> None:
