@@ -12,6 +12,8 @@ from _docker_fixtures import metaopt
 from benchmarks.registry import BenchmarkError, load_benchmark
 from benchmarks.task import Task, TaskLoadError
 
+PACKAGED = Path(__file__).parents[1] / "benchmarks" / "samples" / "spreadsheetbench"
+
 
 @pytest.fixture(autouse=True)
 def _cache(tmp_path, monkeypatch):
@@ -124,3 +126,15 @@ def test_dataset_json_that_is_not_a_list_is_bad_input(tmp_path):
 def test_spreadsheetbench_needs_a_dataset():
     with pytest.raises(BenchmarkError, match="needs --dataset"):
         load_benchmark("spreadsheetbench")
+
+
+def test_the_packaged_sample_is_what_make_samples_builds(tmp_path, monkeypatch):
+    """make_samples also refuses a case whose input already passes (no vacuous task)."""
+    from benchmarks.spreadsheet import make_samples
+
+    monkeypatch.setattr(make_samples, "OUT", tmp_path / "built")
+    make_samples.main()
+    built = {p.relative_to(tmp_path / "built"): p.read_bytes() for p in (tmp_path / "built").rglob("*") if p.is_file()}
+    shipped = {p.relative_to(PACKAGED): p.read_bytes() for p in PACKAGED.rglob("*") if p.is_file()}
+    assert built.keys() == shipped.keys()
+    assert [str(k) for k in built if built[k] != shipped[k]] == []
