@@ -2,10 +2,10 @@
 
 The trial's score is the soft score (share of test cases passed: the 912 set's Pass@1 counts
 cases); status is `passed` only when every case passed (the hard score). Both are kept in
-`rewards` ({soft, hard, recalculated: 0.0 when some formula
-could not be recalculated}), per-case pass/fail in `tests`. A scorer error (broken
-task) or a missing result is an error with no score; a corrupt or missing agent output is a
-failed case with its reason in `error`, never an error row.
+`rewards` ({soft, hard, recalculated}: recalculated is 0.0 when some formula could not be
+recalculated), per-case pass/fail in `tests`. A scorer error (broken task) or a missing result
+is an error with no score; a corrupt or missing agent output is a failed case with its reason
+in `error`, never an error row.
 """
 
 from __future__ import annotations
