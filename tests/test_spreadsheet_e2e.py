@@ -4,6 +4,7 @@ containers, the in-sandbox scorer. The first run builds the shared image layers 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import openpyxl
 import pytest
@@ -19,6 +20,7 @@ def _docker():
     require_base_image()
 
 
+PACKAGED = Path(__file__).parents[1] / "benchmarks" / "samples" / "spreadsheetbench"
 FAKE_TASKS = "line-totals,due-dates,filter-high,rename-total"  # formulas, dates, new sheet, one case
 
 
@@ -60,7 +62,9 @@ def test_spreadsheet_tools_work_inside_the_sandbox(tmp_path):
         {"tool": "inspect_workbook", "arguments": {"path": "/app/spreadsheets/1_fill-blanks_input.xlsx"}},
         {"tool": "write_cells", "arguments": {"path": "/app/spreadsheets/1_fill-blanks_input.xlsx",
                                               "output": "/app/output/1_fill-blanks_output.xlsx",
-                                              "cells": {"B2": 0, "B5": 0, "B8": 0}}},
+                                              "cells": {"B2": 0, "B5": 0, "B8": 0, "D1": "=SUM(B2:B10)"}}},
+        {"tool": "inspect_workbook", "arguments": {"path": "/app/output/1_fill-blanks_output.xlsx",
+                                                   "range": "D1", "recalculate": True}},
         {"tool": "finish", "arguments": {"summary": "filled"}},
         {"tool": "finish", "arguments": {"summary": "checked"}},
     ]))
@@ -70,6 +74,9 @@ def test_spreadsheet_tools_work_inside_the_sandbox(tmp_path):
     shown = metaopt("traces", "sql", "SELECT text FROM messages WHERE part_type = 'tool_call_response'",
                     "--db", str(tmp_path / "m.duckdb"), "--json", timeout=120)
     assert "used range A1:B10" in shown.stdout and "Stock!B5: None -> 0" in shown.stdout, shown.stdout[-2000:]
+    total = sum(c.value or 0 for c in openpyxl.load_workbook(
+        PACKAGED / "spreadsheet/fill-blanks/initial.xlsx").active["B"][1:])
+    assert "recalculated by LibreOffice" in shown.stdout and f"D1 = =SUM(B2:B10)   (value: {total})" in shown.stdout
 
 
 def test_upstream_layout_oracle_passes_and_a_corrupt_output_scores_0_with_its_reason(tmp_path):

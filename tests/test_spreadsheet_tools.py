@@ -5,6 +5,7 @@ the task agent runs them inside the sandbox."""
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 
@@ -45,9 +46,15 @@ def test_inspect_lists_sheets_ranges_values_and_formulas(tools, tmp_path, book):
     assert rc == 0, out
     assert "2 sheet(s)" in out and "'Orders': used range A1:D2" in out and "'Notes'" in out
     assert "B2 = 2" in out and "A1 = 'Item'" in out
-    assert "D2 = =B2*C2   (cached value: None)" in out
+    assert "D2 = =B2*C2   (value: None)" in out
     rc, out = call(tools, "inspect_workbook", tmp_path, path=str(book), sheet="Orders", range="C1:C2")
     assert "C2 = 3.5" in out and "B2" not in out.split("cells of")[1]
+
+
+@pytest.mark.skipif(bool(shutil.which("soffice") or shutil.which("libreoffice")), reason="LibreOffice is installed here")
+def test_inspect_says_when_it_cannot_recalculate(tools, tmp_path, book):
+    rc, out = call(tools, "inspect_workbook", tmp_path, path=str(book), recalculate=True)
+    assert rc == 0 and "LibreOffice is not installed" in out and "D2 = =B2*C2   (value: None)" in out
 
 
 def test_inspect_reports_bad_input_to_the_model(tools, tmp_path, book):
