@@ -91,3 +91,15 @@ def test_write_cells_validates_everything_before_writing(tools, tmp_path, book):
     assert rc == 1 and "create_sheet" in out
     rc, out = call(tools, "write_cells", tmp_path, path=str(book), sheet="New", create_sheet=True, cells={"A1": 1})
     assert rc == 0 and openpyxl.load_workbook(book)["New"]["A1"].value == 1
+
+
+def test_the_spreadsheet_harness_round_trips_in_the_canonical_layout(tmp_path):
+    """The optimizer saves revisions with Harness.save(); the shipped folder is already what it writes."""
+    folder = resolve_harness("spreadsheet")
+    h = load_harness(folder)
+    h.save(tmp_path / "h")
+    assert load_harness(tmp_path / "h").content_hash() == h.content_hash()
+    for shipped in folder.rglob("*"):
+        if shipped.is_file():
+            rel = shipped.relative_to(folder)
+            assert (tmp_path / "h" / rel).read_text() == shipped.read_text(), rel
