@@ -56,6 +56,9 @@ def load_dataset(path: Path, benchmark: str) -> list[Task | TaskLoadError]:
     path = Path(path)
     if not path.is_dir():
         raise FileNotFoundError(f"dataset path {path} does not exist or is not a directory")
+    if (path / "dataset.json").is_file():  # raw SpreadsheetBench (reference section 0)
+        from benchmarks.spreadsheet.loader import load_dataset as load_spreadsheets
+        return load_spreadsheets(path, benchmark)
     dirs = [path] if detect(path) else sorted(p for p in path.iterdir() if p.is_dir() and detect(p))
     if not dirs:
         raise TaskFormatError(f"{path}: no tasks found (looked for task.yaml or task.toml in it and its subdirectories)")

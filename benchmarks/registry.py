@@ -13,6 +13,8 @@ SAMPLES = Path(__file__).parent / "samples"
 BENCHMARKS: dict[str, tuple[str, Path | None]] = {
     "terminalbench-sample": ("metaopt's own Terminal-Bench-style tasks (TB1 and Harbor formats), offline", SAMPLES / "terminalbench"),
     "terminalbench": ("a local Terminal-Bench 1.x or 2.x (Harbor) checkout: --dataset PATH", None),
+    "spreadsheetbench-sample": ("metaopt's own SpreadsheetBench-style tasks (dataset.json layout, several test cases), offline", SAMPLES / "spreadsheetbench"),
+    "spreadsheetbench": ("a local SpreadsheetBench dataset (dataset.json + spreadsheet/<id>/: 912 v0.1 or Verified 400): --dataset PATH", None),
     "inspect:<module>@<task>": ("an inspect-ai task's samples, scored by its own scorers (metaopt[inspect])", None),
 }
 

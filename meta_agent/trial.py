@@ -138,6 +138,9 @@ def verify(task: Task, sb: Sandbox, timeout_multiplier: float = 1.0, result: Age
         return score_pytest(output), output, r.exit_code
     if task.scoring == "reward":
         return score_reward(_read(sb, "/logs/verifier/reward.json"), _read(sb, "/logs/verifier/reward.txt"), output), output, r.exit_code
+    if task.scoring == "spreadsheet":
+        from benchmarks.spreadsheet.verdict import score_spreadsheet
+        return score_spreadsheet(_read(sb, "/logs/verifier/spreadsheet.json"), output), output, r.exit_code
     raise ValueError(f"scoring kind {task.scoring!r} has no scorer in the terminal runner")
 
 

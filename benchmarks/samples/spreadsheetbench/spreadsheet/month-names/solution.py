@@ -1,0 +1,10 @@
+"""Oracle for month-names: python3 solution.py INPUT OUTPUT."""
+import sys
+
+import openpyxl
+
+wb = openpyxl.load_workbook(sys.argv[1])
+ws = wb["Events"]
+for r in range(2, ws.max_row + 1):
+    ws[f"B{r}"] = ws[f"A{r}"].value.strftime("%B")
+wb.save(sys.argv[2])
