@@ -48,6 +48,9 @@ class Verifier(BaseModel):
     timeout_s: float
     env: dict[str, str] = Field(default_factory=dict)
     user: str = "root"
+    stop_agent_processes: bool = False
+    """Kill every process the agent left running before the files are copied in, so that none
+    can read them. For verifiers that bring answers and need no service the agent started."""
 
 
 class Solution(BaseModel):

@@ -125,6 +125,8 @@ def verify(task: Task, sb: Sandbox, timeout_multiplier: float = 1.0, result: Age
         from benchmarks.inspect_bridge import score_inspect  # lazy: inspect-ai is slow to import
 
         return score_inspect(task, sb, result, v.timeout_s * timeout_multiplier, attempt)
+    if v.stop_agent_processes:
+        stop_agent_processes(sb)
     if task.scoring == "reward":
         sb.exec("rm -f /logs/verifier/reward.txt /logs/verifier/reward.json; mkdir -p /logs/verifier", user="root")
     for host, dest in v.files:
@@ -142,6 +144,27 @@ def verify(task: Task, sb: Sandbox, timeout_multiplier: float = 1.0, result: Age
         from benchmarks.spreadsheet.verdict import score_spreadsheet
         return score_spreadsheet(_read(sb, "/logs/verifier/spreadsheet.json"), output), output, r.exit_code
     raise ValueError(f"scoring kind {task.scoring!r} has no scorer in the terminal runner")
+
+
+# Everything but the container's init (PID 1), its main process (the oldest child of PID 1) and
+# this script and its wrapper. Processes that `docker exec` started have parent 0, their orphans parent 1.
+_STOP_SCRIPT = r"""
+main=""
+for d in /proc/[0-9]*; do
+  p=${d#/proc/}; s=$(cat "$d/stat" 2>/dev/null) || continue; s=${s##*) }; set -- $s
+  if [ "$2" = 1 ] && { [ -z "$main" ] || [ "$p" -lt "$main" ]; }; then main=$p; fi
+done
+for d in /proc/[0-9]*; do
+  p=${d#/proc/}; case " 1 $$ $PPID $main " in *" $p "*) continue;; esac; kill -9 "$p" 2>/dev/null
+done
+true
+"""
+
+
+def stop_agent_processes(sb: Sandbox) -> None:
+    """Kill every process the agent left in `sb` (background jobs, its shell); the container
+    itself keeps running for the verifier."""
+    sb.exec(_STOP_SCRIPT, user="root", timeout=30)
 
 
 def _read(sb: Sandbox, path: str) -> bytes | None:
