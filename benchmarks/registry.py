@@ -13,6 +13,7 @@ SAMPLES = Path(__file__).parent / "samples"
 BENCHMARKS: dict[str, tuple[str, Path | None]] = {
     "terminalbench-sample": ("metaopt's own Terminal-Bench-style tasks (TB1 and Harbor formats), offline", SAMPLES / "terminalbench"),
     "terminalbench": ("a local Terminal-Bench 1.x or 2.x (Harbor) checkout: --dataset PATH", None),
+    "gptpretrain": ("GPT pretraining (autoresearch): lower val_bpb; --dataset = optional text/parquet dir", Path(__file__).parent / "gptpretrain"),
 }
 
 
@@ -23,6 +24,13 @@ class BenchmarkError(ValueError):
 def load_benchmark(name: str, dataset: Path | None = None, task_ids: list[str] | None = None) -> list[Task | TaskLoadError]:
     if name not in BENCHMARKS:
         raise BenchmarkError(f"unknown benchmark '{name}' (known: {', '.join(BENCHMARKS)})")
+    if name == "gptpretrain":  # built from a corpus, not task dirs; --dataset is its data dir
+        from benchmarks.gptpretrain import load_tasks
+
+        try:
+            return load_tasks(Path(dataset) if dataset is not None else None)
+        except (OSError, ValueError) as e:
+            raise BenchmarkError(str(e)) from None
     packaged = BENCHMARKS[name][1]
     if packaged is None and dataset is None:
         raise BenchmarkError(f"benchmark '{name}' needs --dataset PATH (a local checkout of its tasks)")

@@ -118,6 +118,10 @@ def run_trial(task: Task | TaskLoadError, attempt: int, agent: Agent, *, backend
 
 def verify(task: Task, sb: Sandbox, timeout_multiplier: float = 1.0) -> tuple[Verdict, str, int | None]:
     """Copy the verifier in (only now), run it as its user in a fresh exec, and score it."""
+    if task.scoring == "val_bpb":  # retrains train.py and evaluates it: its own sequence
+        from benchmarks.gptpretrain.verify import verify_val_bpb
+
+        return verify_val_bpb(task, sb, timeout_multiplier)
     v = task.verifier
     if task.scoring == "reward":
         sb.exec("rm -f /logs/verifier/reward.txt /logs/verifier/reward.json; mkdir -p /logs/verifier", user="root")
