@@ -6,8 +6,8 @@ DO NOT EDIT: this file and data/ are checksummed before scoring; a changed copy 
                                     summary with dev_bpb, the bits per byte on the dev split
     python3 prepare.py eval CKPT    dev_bpb of a saved checkpoint
 
-What train.py gets from here: VOCAB_SIZE, SEQ_LEN, TIME_BUDGET (seconds of training, compilation
-excluded), DEVICE, MODE ('smoke' on CPU, 'gpu'), `batches(batch_size)` (random windows of the
+What train.py gets from here: VOCAB_SIZE, SEQ_LEN, TIME_BUDGET (seconds of training by clock(),
+compilation excluded; CPU seconds in smoke mode, wall seconds on GPU), clock(), DEVICE, MODE ('smoke' on CPU, 'gpu'), `batches(batch_size)` (random windows of the
 training tokens, (x, y) on DEVICE), `decode(ids)`, and `save_checkpoint(model)`. The model's
 forward(idx) takes int64 token ids of shape (EVAL_BATCH, SEQ_LEN) and returns logits of shape
 (EVAL_BATCH, SEQ_LEN, VOCAB_SIZE); save_checkpoint traces it to TorchScript, so the evaluator needs
@@ -48,6 +48,35 @@ if DEVICE == "cpu" and MODE == "smoke":
     # several times slower than one. train.py may call torch.set_num_threads() to change it.
     torch.set_num_threads(1)
 FORBIDDEN_OPS = ("aten::from_file", "aten::save", "aten::load")
+
+
+def clock() -> float:
+    """The budget's clock. smoke: CPU seconds of this process (all its threads), so that a run on
+    a machine shared with other work gets as much compute as one on a quiet machine; gpu: wall
+    seconds. train.py should stop when clock() has advanced TIME_BUDGET past its start."""
+    return time.process_time() if MODE == "smoke" else time.perf_counter()
+
+
+def hard_limits() -> tuple:
+    """(wall seconds, CPU seconds or None) after which a training run is killed. smoke: the CPU
+    limit is the kernel's RLIMIT_CPU (budget + grace); the wall limit only stops idle loops."""
+    if MODE == "smoke":
+        return 4 * (TIME_BUDGET + GRACE), TIME_BUDGET + GRACE
+    return TIME_BUDGET + GRACE, None
+
+
+def limit_cpu() -> None:
+    """preexec_fn for a training process: apply the CPU part of hard_limits()."""
+    import resource
+
+    cpu = hard_limits()[1]
+    if cpu is not None:
+        resource.setrlimit(resource.RLIMIT_CPU, (math.ceil(cpu), math.ceil(cpu) + 5))
+
+
+def overran(code) -> bool:
+    """Whether a training process's return code (None: wall limit hit) means it was stopped by a limit."""
+    return code is None or code in (-signal.SIGXCPU, -signal.SIGKILL)
 
 
 def tokens(split: str = "train") -> np.ndarray:
@@ -164,13 +193,13 @@ def _run_cmd() -> int:
     log_path = os.path.join(HERE, "run.log")
     if os.path.exists(CHECKPOINT):
         os.remove(CHECKPOINT)
-    limit = TIME_BUDGET + GRACE
+    wall, cpu = hard_limits()
     t0 = time.monotonic()
     with open(log_path, "w") as log:
         proc = subprocess.Popen([sys.executable, "train.py"], cwd=HERE, stdout=log, stderr=subprocess.STDOUT,
-                                start_new_session=True)
+                                start_new_session=True, preexec_fn=limit_cpu)
         try:
-            code = proc.wait(timeout=limit)
+            code = proc.wait(timeout=wall)
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
@@ -180,9 +209,10 @@ def _run_cmd() -> int:
         lines = f.read().splitlines()
     summary = lines[lines.index("---") + 1:] if "---" in lines else []
     print("---")
-    print(f"wall_seconds: {elapsed:.1f}  (limit {limit:.0f}: budget {TIME_BUDGET:.0f} + {GRACE:.0f} startup)")
-    if code is None:
-        print(f"status: overrun (killed after {limit:.0f} s)")
+    print(f"wall_seconds: {elapsed:.1f}  (budget {TIME_BUDGET:g} s of prepare.clock() + {GRACE:g} s start-up;"
+          f" killed past {wall:.0f} wall s" + (f" or {cpu:.0f} CPU s)" if cpu else ")"))
+    if overran(code):
+        print("status: overrun (killed by the time limit)")
     elif code != 0:
         print(f"status: crash (exit {code})")
     elif not os.path.exists(CHECKPOINT):

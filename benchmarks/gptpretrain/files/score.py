@@ -117,8 +117,10 @@ def check_files() -> str | None:
 
 
 def kill_user(uid: int) -> None:
+    """Kill every process of `uid` but the container's own: PID 1 and its `sleep infinity`
+    keep-alive, which run as the agent's user when the container was started as it."""
     for _ in range(3):
-        pids = [p for p in os.listdir("/proc") if p.isdigit() and _owner(p) == uid]
+        pids = [p for p in os.listdir("/proc") if p.isdigit() and _owner(p) == uid and not _keep_alive(p)]
         for p in pids:
             try:
                 os.kill(int(p), signal.SIGKILL)
@@ -127,6 +129,19 @@ def kill_user(uid: int) -> None:
         if not pids:
             return
         time.sleep(0.2)
+
+
+def _keep_alive(pid: str) -> bool:
+    if pid == "1":
+        return True
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            ppid = f.read().rsplit(")", 1)[1].split()[1]
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            cmd = f.read()
+    except OSError:
+        return False
+    return ppid == "1" and cmd == b"sleep\0infinity\0"
 
 
 def _owner(pid: str) -> int | None:
@@ -197,14 +212,15 @@ def train(name: str, train_py: str, trainer: int) -> dict:
     for k in ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "LD_LIBRARY_PATH", "OMP_NUM_THREADS"):
         if k in os.environ:
             env[k] = os.environ[k]
-    limit = P.TIME_BUDGET + P.GRACE
+    wall_limit, cpu_limit = P.hard_limits()
     log_path = os.path.join(VERIFIER, f"{name}.log")
     t0 = time.monotonic()
     with open(log_path, "w") as log:
         proc = subprocess.Popen([sys.executable, "train.py"], cwd=run, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                user=trainer, group=trainer, extra_groups=[], start_new_session=True)
+                                user=trainer, group=trainer, extra_groups=[], start_new_session=True,
+                                preexec_fn=P.limit_cpu)
         try:
-            code = proc.wait(timeout=limit)
+            code = proc.wait(timeout=wall_limit)
         except subprocess.TimeoutExpired:
             code = None
     wall = time.monotonic() - t0
@@ -215,9 +231,10 @@ def train(name: str, train_py: str, trainer: int) -> dict:
     summary = _summary(lines)
     tail = "\n".join(lines[-40:])
     base = {"wall_seconds": round(wall, 1), **summary}
-    if code is None:
-        return failure("overrun", f"train.py ran past its {limit:.0f} s limit ({P.TIME_BUDGET:.0f} s budget "
-                       f"+ {P.GRACE:.0f} s start-up) and was killed", tail, base)
+    if P.overran(code):
+        limits = f"{wall_limit:.0f} wall s" + (f" / {cpu_limit:.0f} CPU s" if cpu_limit else "")
+        return failure("overrun", f"train.py ran past its limit ({limits}: {P.TIME_BUDGET:g} s budget + "
+                       f"{P.GRACE:g} s start-up) and was killed", tail, base)
     if code != 0:
         nan = any("nan" in line.lower() for line in lines[-5:])
         return failure("nan_loss" if nan else "train_crash", f"train.py exited with code {code}", tail, base)
