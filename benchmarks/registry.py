@@ -28,7 +28,7 @@ def load_benchmark(name: str, dataset: Path | None = None, task_ids: list[str] |
         from benchmarks.gptpretrain import load_tasks
 
         try:
-            return load_tasks(Path(dataset) if dataset is not None else None)
+            return load_tasks(Path(dataset) if dataset is not None else None, task_ids)
         except (OSError, ValueError) as e:
             raise BenchmarkError(str(e)) from None
     packaged = BENCHMARKS[name][1]
