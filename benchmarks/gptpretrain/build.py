@@ -181,7 +181,7 @@ def build_task(data_dir: Path | None = None, cfg: Config | None = None) -> Task:
         agent_user="agent",
         agent_timeout_s=cfg.agent_timeout_s,
         verifier=Verifier(files=[(ver_dir, "/verifier")], command="python3 /verifier/score.py run",
-                          timeout_s=2 * (cfg.time_budget_s + cfg.grace_s) + 300),
+                          timeout_s=2 * (4 if cfg.mode == "smoke" else 1) * (cfg.time_budget_s + cfg.grace_s) + 300),
         scoring="val_bpb",
         solution=Solution(command=f"sed -i '{ORACLE_SED}' train.py && grep -n '^LR = ' train.py"),
         resources=Resources(cpus=cfg.cpus, memory_mb=cfg.memory_mb, gpus=cfg.gpus),

@@ -72,6 +72,7 @@ def main() -> int:
         if r["status"] == "ok":
             r.update(evaluate(os.path.join(SCORING, name, "out", "model.pt"), val))
         result[name] = r
+        shutil.rmtree(os.path.join(SCORING, name))  # the candidate must not warm-start from the baseline
     with open(os.path.join(VERIFIER, "result.json"), "w") as f:
         json.dump(result, f, indent=1)
     print(json.dumps(result, indent=1))
