@@ -16,6 +16,7 @@ BENCHMARKS: dict[str, tuple[str, Path | None]] = {
     "spreadsheetbench-sample": ("metaopt's own SpreadsheetBench-style tasks (dataset.json layout, several test cases), offline", SAMPLES / "spreadsheetbench"),
     "spreadsheetbench": ("a local SpreadsheetBench dataset (dataset.json + spreadsheet/<id>/: 912 v0.1 or Verified 400): --dataset PATH", None),
     "inspect:<module>@<task>": ("an inspect-ai task's samples, scored by its own scorers (metaopt[inspect])", None),
+    "gptpretrain": ("GPT pretraining (autoresearch): lower val_bpb; --dataset = optional text/parquet dir", Path(__file__).parent / "gptpretrain"),
 }
 
 
@@ -28,6 +29,13 @@ def load_benchmark(name: str, dataset: Path | None = None, task_ids: list[str] |
         return _select(_load_inspect(name, dataset), task_ids)
     if name not in BENCHMARKS:
         raise BenchmarkError(f"unknown benchmark '{name}' (known: {', '.join(BENCHMARKS)})")
+    if name == "gptpretrain":  # built from a corpus, not task dirs; --dataset is its data dir
+        from benchmarks.gptpretrain import load_tasks
+
+        try:
+            return load_tasks(Path(dataset) if dataset is not None else None, task_ids)
+        except (OSError, ValueError) as e:
+            raise BenchmarkError(str(e)) from None
     packaged = BENCHMARKS[name][1]
     if packaged is None and dataset is None:
         raise BenchmarkError(f"benchmark '{name}' needs --dataset PATH (a local checkout of its tasks)")

@@ -22,8 +22,9 @@ if ! docker info >/dev/null 2>&1; then
 fi
 
 echo "setup: installing metaopt"
-# dev: pytest, playwright; export: the SDKs `metaopt export` targets; inspect: the inspect-ai bridge.
-python3 -m pip install -q -e '.[dev,export,inspect]'
+# dev: pytest, playwright, openpyxl; export: the SDKs `metaopt export` targets; inspect: the
+# inspect-ai bridge; pretrain: torch (CPU build), numpy, pyarrow for the gptpretrain task.
+python3 -m pip install -q -e '.[dev,export,inspect,pretrain]'
 
 if ! docker image inspect metaopt-base:latest >/dev/null 2>&1; then
   echo "setup: building the base image metaopt-base:latest (about 2 minutes)"

@@ -1,0 +1,22 @@
+"""The GPT-pretraining task (karpathy/autoresearch style) with an evaluator enforced in code.
+
+The agent edits /app/train.py to lower validation bits per byte within a fixed training-time
+budget. `load_tasks(data_dir)` builds the one Task for this machine (see build.py for the
+settings), `verify_val_bpb` scores it (see verify.py); the in-sandbox files are in files/.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+def load_tasks(data_dir: Path | None = None, task_ids: list[str] | None = None) -> list:
+    """[the Task] for `data_dir` (text / parquet) or the offline corpus. Raises ValueError
+    (corpus.DataError included) with a one-line message."""
+    from benchmarks.gptpretrain.build import build_task
+
+    task = build_task(data_dir)
+    for t in task_ids or []:
+        if t != task.id:
+            raise ValueError(f"--tasks: unknown task id '{t}' (known: {task.id})")
+    return [task]
