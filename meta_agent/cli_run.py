@@ -152,6 +152,8 @@ def report(r: dict) -> None:
                   highlight=False)
     out.print(f"{r['accepted']} accepted of {r['iterations']} proposals; spend ${r['spend_usd']:.2f} "
               f"(task ${r['spend']['task']:.2f}, meta ${r['spend']['meta']:.2f}); chart: {r['progress_png']}", highlight=False)
+    out.print(f"export the best: metaopt export {r['best_candidate']} --format python --out DIR", highlight=False,
+              soft_wrap=True)  # one line, whatever the terminal width: users copy it
 
 
 def check_meta_model(meta_model: str, fail) -> None:

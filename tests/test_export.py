@@ -561,3 +561,18 @@ def test_claude_agent_sdk_export_challenges_finish_and_runs_python_tools(feature
     results = [b.content if isinstance(b.content, str) else "\n".join(c["text"] for c in b.content)
                for m in messages for b in (getattr(m, "content", None) or []) if type(b).__name__ == "ToolResultBlock"]
     assert results == [w[2] for w in want] and state.finished and state.summary == "b" and server.position == len(script)
+
+
+def test_the_run_report_names_an_export_command_that_works(candidate, tmp_path):
+    db, _ = candidate
+    with Store(db, read_only=True) as s:
+        [exp] = s.rows("SELECT experiment_id FROM experiments")
+    r = metaopt("run", "--resume", exp["experiment_id"], "--db", str(db), timeout=120)  # finished: prints the report
+    assert r.returncode == 0, r.stderr
+    [line] = [ln for ln in r.stdout.splitlines() if ln.startswith("export the best: ")]
+    argv = line.removeprefix("export the best: metaopt ").split()
+    assert argv[:2] == ["export", argv[1]] and argv[1].startswith(exp["experiment_id"])
+    out = tmp_path / "best"
+    r = metaopt(*[str(out) if a == "DIR" else a for a in argv], "--db", str(db), timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert (out / "README.md").read_text().count(argv[1]) >= 1
