@@ -138,3 +138,11 @@ def test_the_packaged_sample_is_what_make_samples_builds(tmp_path, monkeypatch):
     shipped = {p.relative_to(PACKAGED): p.read_bytes() for p in PACKAGED.rglob("*") if p.is_file()}
     assert built.keys() == shipped.keys()
     assert [str(k) for k in built if built[k] != shipped[k]] == []
+
+
+def test_known_bad_upstream_tasks_are_reported_not_run(tmp_path):
+    files = {tid: ["1_{}_input.xlsx".format(tid), "1_{}_answer.xlsx".format(tid)] for tid in ("118-50", "7-5")}
+    root = dataset(tmp_path / "ds", [rec("118-50"), rec("7-5")], files)
+    bad, good = load_benchmark("spreadsheetbench", root)
+    assert isinstance(bad, TaskLoadError) and bad.id == "118-50" and "issue #34" in bad.error
+    assert isinstance(good, Task) and good.id == "7-5"
