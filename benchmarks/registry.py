@@ -51,6 +51,14 @@ def load_benchmark(name: str, dataset: Path | None = None, task_ids: list[str] |
     return _select(tasks, task_ids)
 
 
+def with_gpus(tasks: list[Task | TaskLoadError], gpus: int | None) -> list[Task | TaskLoadError]:
+    """`tasks` with `gpus` GPUs passed to each container (`--gpus`); None keeps what each task asks."""
+    if gpus is None:
+        return tasks
+    return [t.model_copy(update={"resources": t.resources.model_copy(update={"gpus": gpus})})
+            if isinstance(t, Task) else t for t in tasks]
+
+
 def _load_inspect(name: str, dataset: Path | None) -> list[Task | TaskLoadError]:
     """`inspect:<module>@<task>`: an inspect-ai task's samples (imported lazily: inspect is slow)."""
     if dataset is not None:

@@ -40,6 +40,7 @@ def _register_subcommands() -> None:
 err = Console(stderr=True)
 
 DB_HELP = "DuckDB store file (default ./.metaopt/metaopt.duckdb)."
+GPUS_HELP = "GPUs passed to each task's container through Docker device requests (default: what each task asks; 0: none)."
 
 
 def fail(message: str, code: int = 2) -> None:
@@ -92,16 +93,18 @@ def eval_cmd(
     timeout_multiplier: float = typer.Option(1.0, "--timeout-multiplier", min=0.01,
                                              help="Scale agent and verifier timeouts (scores are comparable only at 1.0)."),
     image_map: Optional[Path] = typer.Option(None, "--image-map", help="YAML file mapping unpullable FROM images to local ones."),
+    gpus: Optional[int] = typer.Option(None, "--gpus", min=0, help=GPUS_HELP),
     db: Path = typer.Option(Path(".metaopt/metaopt.duckdb"), "--db", help=DB_HELP),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object with the results on stdout."),
 ) -> None:
     """Run an agent on a benchmark's tasks and score every trial with the task's own verifier."""
-    from benchmarks.registry import load_benchmark
+    from benchmarks.registry import load_benchmark, with_gpus
     from meta_agent.runner import new_run_id, run_eval
     from traces.store import Store
 
     with user_errors():
-        task_list = load_benchmark(benchmark, dataset, [t.strip() for t in tasks.split(",") if t.strip()] if tasks else None)
+        task_list = with_gpus(load_benchmark(benchmark, dataset, [t.strip() for t in tasks.split(",") if t.strip()]
+                                             if tasks else None), gpus)
         the_agent = _agent(agent, model, harness, base_url)
         backend = _backend(image_map)
         backend.ping()

@@ -31,12 +31,13 @@ def run_cmd(
     allow_model_changes: bool = typer.Option(False, "--allow-model-changes", help="Let revisions change model knobs."),
     concurrency: int = typer.Option(2, "--concurrency", "-j", min=1),
     base_url: Optional[str] = typer.Option(None, "--base-url"),
+    gpus: Optional[int] = typer.Option(None, "--gpus", min=0, help="GPUs passed to each task's container (default: what each task asks; 0: none)."),
     resume: Optional[str] = typer.Option(None, "--resume", help="Finish an interrupted experiment."),
     db: Path = typer.Option(Path(".metaopt/metaopt.duckdb"), "--db"),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object at the end."),
 ) -> None:
     """Optimize a harness: propose revisions from traces, keep only what the gate accepts."""
-    from benchmarks.registry import load_benchmark
+    from benchmarks.registry import load_benchmark, with_gpus
     from benchmarks.task import Task
     from meta_agent.cli import _backend, _tracing, fail, user_errors
     from meta_agent.optimize import Experiment, RunConfig, new_experiment_id
@@ -71,7 +72,7 @@ def run_cmd(
             check_meta_model(cfg.meta_model, fail)
             start = None
             splits, exp_id = exp["splits"], resume
-            tasks = load_benchmark(cfg.benchmark, Path(cfg.dataset) if cfg.dataset else None)
+            tasks = with_gpus(load_benchmark(cfg.benchmark, Path(cfg.dataset) if cfg.dataset else None), cfg.gpus)
         else:
             if not benchmark or not model:
                 fail("--benchmark and --model are required (or --resume EXPERIMENT)")
@@ -84,8 +85,9 @@ def run_cmd(
                             meta_model=meta_model, strategy=strategy, trials=trials, seed=seed, split=fractions,
                             budget_usd=budget_usd, max_trials=max_trials, max_iterations=max_iterations,
                             time_limit_s=time_limit, target_score=target_score, plateau=plateau,
-                            allow_model_changes=allow_model_changes, concurrency=concurrency, base_url=base_url)
-            tasks = load_benchmark(benchmark, dataset)
+                            allow_model_changes=allow_model_changes, concurrency=concurrency, base_url=base_url,
+                            gpus=gpus)
+            tasks = with_gpus(load_benchmark(benchmark, dataset), gpus)
             try:
                 splits = split_tasks([t.id for t in tasks if isinstance(t, Task)], seed, fractions)
             except SplitError as e:

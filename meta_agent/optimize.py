@@ -56,6 +56,8 @@ class RunConfig(BaseModel):
     allow_model_changes: bool = False
     concurrency: int = 2
     base_url: str | None = None
+    gpus: int | None = None
+    """GPUs per task container (`--gpus`); None: what each task asks."""
     gate: GateRule = GateRule()
 
 

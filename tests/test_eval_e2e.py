@@ -193,3 +193,16 @@ def test_interrupt_keeps_finished_trials_and_leaves_no_container(tmp_path, sig):
     left = client.containers.list(all=True, filters={"label": f"metaopt.run_id={run['run_id']}"})
     assert left == []
     assert [(r["task_id"], r["score"]) for r in rows] == [("a-fast", 1.0)]
+
+
+def test_gpus_reach_docker_as_device_requests(tmp_path, base_image):
+    """--gpus N asks Docker for N GPUs per container. Here (no NVIDIA runtime) Docker refuses,
+    and the trial is an error row naming the cause, not a score; on a GPU host it starts."""
+    has_gpu = "nvidia" in (docker.from_env().info().get("Runtimes") or {})
+    r = metaopt("eval", "--benchmark", "terminalbench-sample", "--tasks", "access-log-offenders", "--agent", "oracle",
+                "--gpus", "1", "--db", str(tmp_path / "g.duckdb"), "--json", timeout=300)
+    [row] = json.loads(r.stdout)["tasks"]
+    if has_gpu:
+        assert row["status"] == "passed", row
+    else:
+        assert row["status"] == "error" and row["score"] is None and "gpu" in row["error"], row
