@@ -88,6 +88,44 @@ def write_harness_json(src: Source, dest: Path) -> None:
                                                   ensure_ascii=False) + "\n", encoding="utf-8")
 
 
+PYPROJECT = """[project]
+name = "{dist}"
+version = "0.1.0"
+description = "Harness {name!r} exported by metaopt{purpose}"
+requires-python = ">=3.10"
+dependencies = {dependencies}
+{optional}
+[build-system]
+requires = ["setuptools>=61"]
+build-backend = "setuptools.build_meta"
+
+[tool.setuptools.package-data]
+{package} = ["harness.json"]
+"""
+
+
+def write_package(src: Source, out: Path, package: str, *, fmt: str, files: tuple[str, ...], init: str,
+                  title: str, usage: str, purpose: str = "", dependencies: tuple[str, ...] = (),
+                  optional: dict[str, list[str]] | None = None) -> Path:
+    """The layout every code export shares: pyproject.toml and README.md in `out`; in `out/package`
+    the runtime `files`, harness.json and `__init__.py` (`init`, formatted with the harness name).
+    `title` and `usage` are formatted with `package`, `name` and `out`. Returns the package folder."""
+    pkg = out / package
+    copy_runtime(pkg, *files)
+    write_harness_json(src, pkg)
+    name = src.harness.name
+    (pkg / "__init__.py").write_text(init.format(name=name), encoding="utf-8")
+    extra = ""
+    if optional:
+        extra = "\n[project.optional-dependencies]\n" + "".join(f"{k} = {json.dumps(v)}\n" for k, v in optional.items())
+    (out / "pyproject.toml").write_text(PYPROJECT.format(
+        dist=package.replace("_", "-"), name=name, purpose=purpose, dependencies=json.dumps(list(dependencies)),
+        optional=extra, package=package), encoding="utf-8")
+    fill = {"package": package, "name": name, "out": out.name}
+    (out / "README.md").write_text(readme(src, fmt, title.format(**fill), usage.format(**fill)), encoding="utf-8")
+    return pkg
+
+
 def readme(src: Source, fmt: str, title: str, usage: str) -> str:
     """README.md of an export: what it is, how to run it, where it came from, what it loses."""
     used = [f for f in FEATURES if FEATURES[f][1](src.harness)]

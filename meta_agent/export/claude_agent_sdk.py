@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from meta_agent.export import copy_runtime, readme, write_harness_json
+from meta_agent.export import write_package
 from meta_agent.export.source import Source
 
 INIT = '''"""The exported harness {name!r} on the Claude Agent SDK (see README.md)."""
@@ -13,21 +13,6 @@ from .harness_runtime import Executor, LocalExecutor, Result
 from .claude_agent_app import build_options, run, run_async
 
 __all__ = ["Executor", "LocalExecutor", "Result", "build_options", "run", "run_async"]
-'''
-
-PYPROJECT = '''[project]
-name = "{dist}"
-version = "0.1.0"
-description = "Harness {name!r} exported by metaopt for the Claude Agent SDK"
-requires-python = ">=3.10"
-dependencies = ["claude-agent-sdk>=0.1"]
-
-[build-system]
-requires = ["setuptools>=61"]
-build-backend = "setuptools.build_meta"
-
-[tool.setuptools.package-data]
-{package} = ["harness.json"]
 '''
 
 USAGE = """
@@ -49,12 +34,7 @@ print(state.finished, state.summary)
 
 def write(src: Source, out: Path, package: str | None) -> None:
     assert package
-    pkg = out / package
-    copy_runtime(pkg, "harness_runtime.py", "harness_agent.py", "claude_agent_app.py")
-    write_harness_json(src, pkg)
-    name = src.harness.name
-    (pkg / "__init__.py").write_text(INIT.format(name=name), encoding="utf-8")
-    (out / "pyproject.toml").write_text(PYPROJECT.format(dist=package.replace("_", "-"), name=name, package=package),
-                                        encoding="utf-8")
-    (out / "README.md").write_text(readme(src, "claude-agent-sdk", f"`{package}`: harness `{name}` on the Claude Agent SDK",
-                                          USAGE.format(out=out.name, package=package)), encoding="utf-8")
+    write_package(src, out, package, fmt="claude-agent-sdk",
+                  files=("harness_runtime.py", "harness_agent.py", "claude_agent_app.py"), init=INIT,
+                  title="`{package}`: harness `{name}` on the Claude Agent SDK", usage=USAGE,
+                  purpose=" for the Claude Agent SDK", dependencies=("claude-agent-sdk>=0.1",))

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from meta_agent.export import copy_runtime, readme, write_harness_json
+from meta_agent.export import write_package
 from meta_agent.export.source import Source
 
 INIT = '''"""The exported harness {name!r} as an inspect-ai agent (see README.md)."""
@@ -13,21 +13,6 @@ INIT = '''"""The exported harness {name!r} as an inspect-ai agent (see README.md
 from .inspect_bridge import harness_agent
 
 __all__ = ["harness_agent"]
-'''
-
-PYPROJECT = '''[project]
-name = "{dist}"
-version = "0.1.0"
-description = "Harness {name!r} exported by metaopt as an inspect-ai agent"
-requires-python = ">=3.10"
-dependencies = ["inspect-ai>=0.3.100"]
-
-[build-system]
-requires = ["setuptools>=61"]
-build-backend = "setuptools.build_meta"
-
-[tool.setuptools.package-data]
-{package} = ["harness.json"]
 '''
 
 USAGE = """
@@ -50,12 +35,7 @@ harness's transcript and the output is the finish tool's summary.
 
 def write(src: Source, out: Path, package: str | None) -> None:
     assert package
-    pkg = out / package
-    copy_runtime(pkg, "harness_runtime.py", "harness_agent.py", "inspect_bridge.py")
-    write_harness_json(src, pkg)
-    name = src.harness.name
-    (pkg / "__init__.py").write_text(INIT.format(name=name), encoding="utf-8")
-    (out / "pyproject.toml").write_text(PYPROJECT.format(dist=package.replace("_", "-"), name=name, package=package),
-                                        encoding="utf-8")
-    (out / "README.md").write_text(readme(src, "inspect", f"`{package}`: harness `{name}` as an inspect-ai agent",
-                                          USAGE.format(out=out.name, package=package)), encoding="utf-8")
+    write_package(src, out, package, fmt="inspect",
+                  files=("harness_runtime.py", "harness_agent.py", "inspect_bridge.py"), init=INIT,
+                  title="`{package}`: harness `{name}` as an inspect-ai agent", usage=USAGE,
+                  purpose=" as an inspect-ai agent", dependencies=("inspect-ai>=0.3.100",))

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from meta_agent.export import copy_runtime, readme, write_harness_json
+from meta_agent.export import write_package
 from meta_agent.export.source import Source
 
 INIT = '''"""The exported harness {name!r} as a standalone agent (see README.md)."""
@@ -48,25 +48,6 @@ def main() -> None:
 main()
 '''
 
-PYPROJECT = '''[project]
-name = "{dist}"
-version = "0.1.0"
-description = "Harness {name!r} exported by metaopt"
-requires-python = ">=3.10"
-dependencies = []
-
-[project.optional-dependencies]
-anthropic = ["anthropic>=0.40"]
-openai = ["openai>=1.50"]
-
-[build-system]
-requires = ["setuptools>=61"]
-build-backend = "setuptools.build_meta"
-
-[tool.setuptools.package-data]
-{package} = ["harness.json"]
-'''
-
 USAGE = """
 A standalone agent: the harness's loop, prompts, tools and routing, on the official Anthropic or
 OpenAI SDK (`pip install ./{out}[anthropic]` or `[openai]`). Keys come from ANTHROPIC_API_KEY /
@@ -92,13 +73,8 @@ From the shell: `python -m {package} "INSTRUCTION" --model openai/gpt-5 --workdi
 
 def write(src: Source, out: Path, package: str | None) -> None:
     assert package
-    pkg = out / package
-    copy_runtime(pkg, "harness_runtime.py", "harness_agent.py", "harness_models.py")
-    write_harness_json(src, pkg)
-    name = src.harness.name
-    (pkg / "__init__.py").write_text(INIT.format(name=name), encoding="utf-8")
+    pkg = write_package(src, out, package, fmt="python",
+                        files=("harness_runtime.py", "harness_agent.py", "harness_models.py"), init=INIT,
+                        title="`{package}`: harness `{name}` as a Python package", usage=USAGE,
+                        optional={"anthropic": ["anthropic>=0.40"], "openai": ["openai>=1.50"]})
     (pkg / "__main__.py").write_text(MAIN.format(package=package), encoding="utf-8")
-    (out / "pyproject.toml").write_text(PYPROJECT.format(dist=package.replace("_", "-"), name=name, package=package),
-                                        encoding="utf-8")
-    (out / "README.md").write_text(readme(src, "python", f"`{package}`: harness `{name}` as a Python package",
-                                          USAGE.format(out=out.name, package=package)), encoding="utf-8")
