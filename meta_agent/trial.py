@@ -120,17 +120,17 @@ def verify(task: Task, sb: Sandbox, timeout_multiplier: float = 1.0, result: Age
            attempt: int = 0) -> tuple[Verdict, str, int | None]:
     """Copy the verifier in (only now), run it as its user in a fresh exec, and score it.
     Inspect tasks are scored by their own inspect scorers on `result` (the agent's answer)."""
+    v = task.verifier
+    if v.stop_agent_processes:  # first, whatever the scoring kind: nothing may watch the verifier
+        stop_agent_processes(sb)
     if task.scoring == "val_bpb":  # retrains train.py and evaluates it: its own sequence
         from benchmarks.gptpretrain.verify import verify_val_bpb
 
         return verify_val_bpb(task, sb, timeout_multiplier)
-    v = task.verifier
     if task.scoring == "inspect":
         from benchmarks.inspect_bridge import score_inspect  # lazy: inspect-ai is slow to import
 
         return score_inspect(task, sb, result, v.timeout_s * timeout_multiplier, attempt)
-    if v.stop_agent_processes:
-        stop_agent_processes(sb)
     if task.scoring == "reward":
         sb.exec("rm -f /logs/verifier/reward.txt /logs/verifier/reward.json; mkdir -p /logs/verifier", user="root")
     for host, dest in v.files:
