@@ -182,3 +182,74 @@ def openai_completion(content: str | None = None, *, tool_calls: list[dict[str, 
 
 def openai_error(type: str, message: str, code: str | None = None) -> dict[str, Any]:
     return {"error": {"message": message, "type": type, "param": None, "code": code}}
+
+
+class ScriptedAnthropic:
+    """A stand-in for the streaming Anthropic Messages API, enough for Claude Code: requests that offer
+the harness's tools (mcp__harness__*) get the next scripted step; any other request (Claude Code's
+own side requests) gets a short text answer."""
+    def __init__(self, script, prefix="mcp__harness__"):
+        self.script, self.prefix, self.position = list(script), prefix, 0
+        self.requests = []
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    @property
+    def url(self):
+        return "http://%s:%d" % self.httpd.server_address[:2]
+
+    def __enter__(self):
+        self.thread.start(); return self
+
+    def __exit__(self, *a):
+        self.httpd.shutdown(); self.httpd.server_close()
+
+    def _blocks(self, body):
+        tools = [t.get("name", "") for t in body.get("tools", [])]
+        if not any(n.startswith(self.prefix) for n in tools) or self.position >= len(self.script):
+            return [{"type": "text", "text": "ok"}], "end_turn"
+        step = self.script[self.position]; self.position += 1
+        calls = ([step] if "tool" in step else []) + step.get("tool_calls", [])
+        blocks = ([{"type": "text", "text": step["text"]}] if "text" in step else []) + [
+            {"type": "tool_use", "id": c["id"], "name": self.prefix + c["tool"], "input": c.get("arguments", {})} for c in calls]
+        return blocks, "tool_use" if calls else "end_turn"
+
+    def _handler(self):
+        server = self
+        class H(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+            def log_message(self, *a): pass
+            def do_GET(self):
+                self._json(200, {})
+            def do_HEAD(self):
+                self.send_response(200); self.send_header("content-length", "0"); self.end_headers()
+            def do_POST(self):
+                raw = self.rfile.read(int(self.headers.get("content-length") or 0))
+                try: body = json.loads(raw or b"{}")
+                except ValueError: body = {}
+                server.requests.append((self.path, body))
+                if not self.path.startswith("/v1/messages") or "count_tokens" in self.path:
+                    return self._json(200, {"input_tokens": 10})
+                blocks, stop = server._blocks(body)
+                msg = {"id": "msg_%d" % len(server.requests), "type": "message", "role": "assistant", "model": body.get("model", "m"),
+                       "content": [], "stop_reason": None, "stop_sequence": None, "usage": {"input_tokens": 10, "output_tokens": 1}}
+                if not body.get("stream"):
+                    return self._json(200, {**msg, "content": blocks, "stop_reason": stop})
+                events = [("message_start", {"type": "message_start", "message": msg})]
+                for i, b in enumerate(blocks):
+                    start = {**b, "input": {}} if b["type"] == "tool_use" else {"type": "text", "text": ""}
+                    delta = ({"type": "input_json_delta", "partial_json": json.dumps(b["input"])} if b["type"] == "tool_use"
+                             else {"type": "text_delta", "text": b["text"]})
+                    events += [("content_block_start", {"type": "content_block_start", "index": i, "content_block": start}),
+                               ("content_block_delta", {"type": "content_block_delta", "index": i, "delta": delta}),
+                               ("content_block_stop", {"type": "content_block_stop", "index": i})]
+                events += [("message_delta", {"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": None},
+                                              "usage": {"output_tokens": 5}}), ("message_stop", {"type": "message_stop"})]
+                data = "".join("event: %s\ndata: %s\n\n" % (e, json.dumps(d)) for e, d in events).encode()
+                self.send_response(200); self.send_header("content-type", "text/event-stream")
+                self.send_header("content-length", str(len(data))); self.end_headers(); self.wfile.write(data)
+            def _json(self, status, obj):
+                data = json.dumps(obj).encode()
+                self.send_response(status); self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(data))); self.end_headers(); self.wfile.write(data)
+        return H
