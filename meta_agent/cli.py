@@ -40,6 +40,8 @@ def _register_subcommands() -> None:
 err = Console(stderr=True)
 
 DB_HELP = "DuckDB store file (default ./.metaopt/metaopt.duckdb)."
+EXECUTOR_HELP = "Where trials run: local (a thread pool on this machine) or ray (each trial a Ray task on a node of a Ray cluster, against that node's Docker daemon)."
+RAY_ADDRESS_HELP = "The Ray cluster for --executor ray: the head's host:port (default: RAY_ADDRESS, else a new single-node Ray here)."
 GPUS_HELP = "GPUs passed to each task's container through Docker device requests (default: what each task asks; 0: none)."
 
 
@@ -52,24 +54,35 @@ def fail(message: str, code: int = 2) -> None:
 def user_errors() -> Iterator[None]:
     """Turn known bad-input errors into one line and exit 2."""
     from benchmarks.registry import BenchmarkError
+    from evaluation.executor import ExecutorError
     from sandbox.errors import SandboxUnavailable
     from traces.store import StoreError
 
     try:
         yield
-    except (BenchmarkError, StoreError, SandboxUnavailable) as e:
+    except (BenchmarkError, StoreError, SandboxUnavailable, ExecutorError) as e:
         fail(str(e))
 
 
-def _backend(image_map: Optional[Path]):
+def _backend(image_map: Optional[Path], executor: str = "local"):
+    """The Docker backend; with --executor ray the driver needs no daemon of its own (the nodes
+    have theirs), so only the image map is kept when none answers here."""
+    from types import SimpleNamespace
+
     from sandbox.docker import DockerBackend
+    from sandbox.errors import SandboxUnavailable
     from sandbox.images import ImageMap
 
     try:
         imap = ImageMap.load(image_map)
     except (OSError, ValueError) as e:
         fail(f"--image-map: {e}")
-    return DockerBackend(image_map=imap)
+    try:
+        return DockerBackend(image_map=imap)
+    except SandboxUnavailable:
+        if executor == "local":
+            raise
+        return SimpleNamespace(image_map=imap, prune=lambda *a, **k: None)
 
 
 def _sigterm_as_interrupt() -> None:
@@ -94,11 +107,14 @@ def eval_cmd(
                                              help="Scale agent and verifier timeouts (scores are comparable only at 1.0)."),
     image_map: Optional[Path] = typer.Option(None, "--image-map", help="YAML file mapping unpullable FROM images to local ones."),
     gpus: Optional[int] = typer.Option(None, "--gpus", min=0, help=GPUS_HELP),
+    executor: str = typer.Option("local", "--executor", help=EXECUTOR_HELP),
+    ray_address: Optional[str] = typer.Option(None, "--ray-address", help=RAY_ADDRESS_HELP),
     db: Path = typer.Option(Path(".metaopt/metaopt.duckdb"), "--db", help=DB_HELP),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object with the results on stdout."),
 ) -> None:
     """Run an agent on a benchmark's tasks and score every trial with the task's own verifier."""
     from benchmarks.registry import load_benchmark, with_gpus
+    from evaluation.executor import make_executor
     from meta_agent.runner import new_run_id, run_eval
     from traces.store import Store
 
@@ -106,8 +122,8 @@ def eval_cmd(
         task_list = with_gpus(load_benchmark(benchmark, dataset, [t.strip() for t in tasks.split(",") if t.strip()]
                                              if tasks else None), gpus)
         the_agent = _agent(agent, model, harness, base_url)
-        backend = _backend(image_map)
-        backend.ping()
+        backend = _backend(image_map, executor)
+        runner = make_executor(executor, ray_address)
         store = Store(db)
         if hasattr(the_agent, "tracing"):
             the_agent.tracing = _tracing(store)
@@ -125,7 +141,8 @@ def eval_cmd(
 
             result = run_eval(task_list, the_agent, benchmark=benchmark, backend=backend, store=store,
                               trials=trials, concurrency=concurrency, timeout_multiplier=timeout_multiplier,
-                              run_id=run_id, dataset=str(dataset) if dataset else None, on_trial=on_trial)
+                              run_id=run_id, dataset=str(dataset) if dataset else None, on_trial=on_trial,
+                              executor=runner)
     except KeyboardInterrupt:
         err.print(f"interrupted: finished trials of {run_id} are in {db}; containers removed")
         raise typer.Exit(130)

@@ -7,7 +7,6 @@ removed by label before the exception propagates.
 
 from __future__ import annotations
 
-import platform
 import secrets
 import time
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
@@ -56,10 +55,9 @@ class EvalResult:
 
 
 def hardware() -> dict[str, Any]:
-    import os
+    from evaluation.hardware import hardware as probe
 
-    return {"machine": platform.machine(), "system": platform.system(), "cpus": os.cpu_count(),
-            "python": platform.python_version()}
+    return probe()
 
 
 def run_eval(
@@ -76,12 +74,16 @@ def run_eval(
     dataset: str | None = None,
     on_trial: Callable[[dict[str, Any]], None] | None = None,
     extra: dict[str, Any] | None = None,
+    executor: Any = None,
+    stop: Callable[[], str | None] | None = None,
 ) -> EvalResult:
     """Run `trials` attempts of every task with `agent`; record each finished trial in `store`.
 
     Idempotent per run id: a (task, attempt) whose trial is already in the store is not run again
     (its stored row is part of the result), so re-running a run id resumes it. `extra` columns
-    (experiment_id, candidate_id, split) are added to every new row."""
+    (experiment_id, candidate_id, split) are added to every new row. `executor` (e.g.
+    evaluation.ray_executor.RayExecutor) runs the trials elsewhere instead of this process's
+    thread pool; it asks `stop()` before each dispatch and stops dispatching when it answers."""
     run_id = run_id or new_run_id()
     result = EvalResult(run_id, benchmark, agent.name)
     done = {(r["task_id"], r["attempt"]): r for r in store.trials(run_id)}
@@ -92,13 +94,23 @@ def run_eval(
     images = ImageCache(backend)
     hw = hardware()
     jobs = [(t, k) for k in range(trials) for t in tasks if (t.id, k) not in done]
+    if executor is not None:
+        return _run_elsewhere(executor, jobs, agent, result, benchmark=benchmark, backend=backend, store=store,
+                              concurrency=concurrency, timeout_multiplier=timeout_multiplier, on_trial=on_trial,
+                              extra=extra, hw=hw, stop=stop)
     pool = ThreadPoolExecutor(max_workers=max(1, concurrency), thread_name_prefix="trial")
     pending: set[Future] = set()
+    queue, stopped = list(reversed(jobs)), None
     try:
-        for task, k in jobs:
-            pending.add(pool.submit(run_trial, task, k, agent, backend=backend, images=images,
-                                    run_id=run_id, timeout_multiplier=timeout_multiplier))
-        while pending:
+        while queue or pending:
+            while queue and len(pending) < max(1, concurrency) and not stopped:  # lazy: stop() is asked per trial
+                if stop is not None and (stopped := stop()):
+                    break
+                task, k = queue.pop()
+                pending.add(pool.submit(run_trial, task, k, agent, backend=backend, images=images,
+                                        run_id=run_id, timeout_multiplier=timeout_multiplier))
+            if not pending:
+                break
             done, pending = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)
             for fut in done:
                 row = fut.result()
@@ -118,7 +130,38 @@ def run_eval(
         store.end_run(run_id, "interrupted")
         raise
     pool.shutdown(wait=True)
-    store.end_run(run_id, "finished")
+    store.end_run(run_id, "stopped" if stopped else "finished")
+    return result
+
+
+def _run_elsewhere(executor: Any, jobs: list, agent: Agent, result: EvalResult, *, benchmark: str, backend: Any,
+                   store: Store, concurrency: int, timeout_multiplier: float, on_trial: Callable | None,
+                   extra: dict | None, hw: dict, stop: Callable | None) -> EvalResult:
+    """run_eval's loop for an executor that runs trials on other machines: rows (with the node's
+    hardware) and spans come back here, the only writer."""
+    tracing = getattr(agent, "tracing", None)
+    on_spans = None
+    if tracing is not None:
+        from traces.shipping import ingest
+
+        on_spans = lambda spans: ingest(tracing, spans)  # noqa: E731
+    rows = executor.run(jobs, agent, backend=backend, run_id=result.run_id, timeout_multiplier=timeout_multiplier,
+                        concurrency=concurrency, on_spans=on_spans, stop=stop)
+    try:
+        for row in rows:
+            row.setdefault("benchmark", benchmark)
+            row.update(extra or {})
+            row.setdefault("hardware", hw)
+            store.add_trial(row)
+            result.rows.append(row)
+            if on_trial:
+                on_trial(row)
+    except BaseException:
+        result.interrupted = True
+        rows.close()  # the executor cancels its trials and cleans every node
+        store.end_run(result.run_id, "interrupted")
+        raise
+    store.end_run(result.run_id, "stopped" if getattr(executor, "stopped", None) else "finished")
     return result
 
 
