@@ -20,8 +20,10 @@ ingests the spans through its own exporter and hands the row to the runner, whic
 from __future__ import annotations
 
 import collections
+import logging
 import random
 import signal
+import socket
 import threading
 import time
 from dataclasses import dataclass, field
@@ -33,6 +35,7 @@ from evaluation.task_files import pack
 from meta_agent.trial import run_trial
 from sandbox.errors import SandboxUnavailable
 
+log = logging.getLogger(__name__)
 NAMESPACE = "metaopt"
 CANCEL_GRACE_S = 15.0  # what a cancelled trial gets to stop its agent and remove its container
 
@@ -117,6 +120,7 @@ class RayExecutor:
         if self._remote is not None:
             return
         if not ray.is_initialized():
+            _probe(self.address)
             main = threading.current_thread() is threading.main_thread()
             before = signal.getsignal(signal.SIGTERM) if main else None
             try:
@@ -129,6 +133,9 @@ class RayExecutor:
             finally:
                 if main and before is not None:  # ray.init turns SIGTERM into sys.exit; keep the caller's handler
                     signal.signal(signal.SIGTERM, before)
+            # Ray prints the cluster's error messages (a worker died...) on the driver's stdout,
+            # which `--json` keeps for its one object; each failure is logged here instead.
+            ray._private.worker._worker_logs_enabled = False
         from evaluation.ray_node import cleanup_on_node, trial_on_node
 
         self._remote = ray.remote(num_returns="streaming", max_retries=0)(trial_on_node)
@@ -219,6 +226,9 @@ class RayExecutor:
                         node = f.node or {}
                         f.failures.append({"node": node.get("hostname"), "ray_node_id": node.get("ray_node_id"),
                                            "error": _describe(exc), "after_s": round(time.monotonic() - f.started, 1)})
+                        log.warning("trial %s/%s/%d: %s on %s; %s", run_id, f.task.id, f.attempt,
+                                    f.failures[-1]["error"], f.failures[-1]["node"] or "a node",
+                                    "dispatching it again" if len(f.failures) <= self.max_infra_retries else "giving up")
                         if len(f.failures) <= self.max_infra_retries:
                             avoid = {x["ray_node_id"] for x in f.failures if x["ray_node_id"]}
                             row = dispatch(f, avoid)
@@ -266,6 +276,19 @@ class RayExecutor:
             except Exception:  # noqa: BLE001 (a node without a daemon has nothing to clean)
                 continue
         return out
+
+
+def _probe(address: str | None, timeout_s: float = 10) -> None:
+    """Fail fast, in one line, when nothing listens at a host:port address (ray.init would retry
+    for minutes). Other forms (None, "auto", ray://...) are left to ray.init."""
+    host, _, port = (address or "").rpartition(":")
+    if not host or not port.isdigit() or "://" in address:
+        return
+    try:
+        socket.create_connection((host, int(port)), timeout=timeout_s).close()
+    except OSError as e:
+        raise ExecutorError(f"--ray-address {address}: cannot join the Ray cluster: {e.strerror or e} "
+                            f"(is `ray start --head --port {port}` running there?)") from None
 
 
 def copy_without_tracing(agent: Any) -> Any:

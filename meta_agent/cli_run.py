@@ -32,6 +32,8 @@ def run_cmd(
     concurrency: int = typer.Option(2, "--concurrency", "-j", min=1),
     base_url: Optional[str] = typer.Option(None, "--base-url"),
     gpus: Optional[int] = typer.Option(None, "--gpus", min=0, help="GPUs passed to each task's container (default: what each task asks; 0: none)."),
+    executor: str = typer.Option("local", "--executor", help="Where trials run: local or ray (stored; --resume reuses it)."),
+    ray_address: Optional[str] = typer.Option(None, "--ray-address", help="The Ray cluster for --executor ray (with --resume: a new address for the stored cluster)."),
     resume: Optional[str] = typer.Option(None, "--resume", help="Finish an interrupted experiment."),
     db: Path = typer.Option(Path(".metaopt/metaopt.duckdb"), "--db"),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object at the end."),
@@ -39,6 +41,7 @@ def run_cmd(
     """Optimize a harness: propose revisions from traces, keep only what the gate accepts."""
     from benchmarks.registry import load_benchmark, with_gpus
     from benchmarks.task import Task
+    from evaluation.executor import make_executor
     from meta_agent.cli import _backend, _tracing, fail, user_errors
     from meta_agent.optimize import Experiment, RunConfig, new_experiment_id
     from meta_agent.splits import SplitError, parse_split, split_tasks
@@ -69,6 +72,8 @@ def run_cmd(
                 return
             store = Store(db)
             cfg = RunConfig.model_validate(exp["config"]["run"])
+            if ray_address:  # the cluster may have a new head since
+                cfg = cfg.model_copy(update={"executor": "ray", "ray_address": ray_address})
             check_meta_model(cfg.meta_model, fail)
             start = None
             splits, exp_id = exp["splits"], resume
@@ -86,15 +91,15 @@ def run_cmd(
                             budget_usd=budget_usd, max_trials=max_trials, max_iterations=max_iterations,
                             time_limit_s=time_limit, target_score=target_score, plateau=plateau,
                             allow_model_changes=allow_model_changes, concurrency=concurrency, base_url=base_url,
-                            gpus=gpus)
+                            gpus=gpus, executor=executor, ray_address=ray_address)
             tasks = with_gpus(load_benchmark(benchmark, dataset), gpus)
             try:
                 splits = split_tasks([t.id for t in tasks if isinstance(t, Task)], seed, fractions)
             except SplitError as e:
                 fail(str(e))
             exp_id = new_experiment_id()
-        backend = _backend(None)
-        backend.ping()
+        backend = _backend(None, cfg.executor)
+        runner = make_executor(cfg.executor, cfg.ray_address)
         if not resume:
             store = Store(db)
             Ledger(store, exp_id).create(cfg.benchmark, {"run": cfg.model_dump(mode="json"), "harness": harness}, splits)
@@ -105,7 +110,7 @@ def run_cmd(
                         TimeElapsedColumn(), console=err, transient=True)
     bar = progress.add_task("trials", total=None, last="")
     experiment = Experiment(cfg, tasks, splits, start, store=store, backend=backend, tracing=tracing,
-                            experiment_id=exp_id,
+                            experiment_id=exp_id, executor=runner,
                             on_event=lambda line: progress.console.print(line, highlight=False, markup=False),
                             on_trial=lambda row: progress.update(bar, advance=1, last=f"{row.get('split')} "
                                                                  f"{row['task_id']}: {row['status']}"))

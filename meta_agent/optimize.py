@@ -58,6 +58,10 @@ class RunConfig(BaseModel):
     base_url: str | None = None
     gpus: int | None = None
     """GPUs per task container (`--gpus`); None: what each task asks."""
+    executor: str = "local"
+    """Where trials run (`--executor`): `local` (a thread pool here) or `ray` (a Ray cluster)."""
+    ray_address: str | None = None
+    """The Ray cluster for executor `ray` (`--ray-address`); None: RAY_ADDRESS, else a new local Ray."""
     gate: GateRule = GateRule()
 
 
@@ -69,8 +73,9 @@ class Experiment:
     def __init__(self, cfg: RunConfig, tasks: list[Task], splits: dict[str, list[str]], start: Harness, *,
                  store: Store, backend: Any, tracing: Any, experiment_id: str,
                  on_event: Callable[[str], None] = lambda line: None,
-                 on_trial: Callable[[dict], None] = lambda row: None):
+                 on_trial: Callable[[dict], None] = lambda row: None, executor: Any = None):
         self.cfg, self.store, self.backend, self.tracing, self.say = cfg, store, backend, tracing, on_event
+        self.executor = executor  # None: run_eval's local pool
         self.on_trial = on_trial
         self.tasks = {t.id: t for t in tasks if isinstance(t, Task)}
         self.splits, self.start, self.id = splits, start, experiment_id
@@ -87,7 +92,8 @@ class Experiment:
                           backend=self.backend, store=self.store, trials=k, concurrency=self.cfg.concurrency,
                           run_id=f"{cid}:{split}", dataset=self.cfg.dataset,
                           extra={"experiment_id": self.id, "candidate_id": cid, "split": split},
-                          on_trial=lambda row: self._booked(cid, row))
+                          on_trial=lambda row: self._booked(cid, row), executor=self.executor,
+                          stop=None if split == "test" else self._spent_stop)  # the sealed test always runs whole
         scores: Scores = {t: [None] * k for t in task_ids}
         for r in result.rows:
             scores[r["task_id"]][r["attempt"]] = r.get("score")
@@ -97,6 +103,16 @@ class Experiment:
         self.ledger.spend("task", cid, row["trial_id"], row.get("cost_usd"),
                           row.get("input_tokens") or 0, row.get("output_tokens") or 0)
         self.on_trial(row)
+
+    def _spent_stop(self) -> str | None:
+        """The budget and trial-count stops, asked before each trial is dispatched: a stop
+        overshoots by the trials already in flight (each booked in the ledger), never more."""
+        c = self.cfg
+        if c.max_trials is not None and self.ledger.trials_run() >= c.max_trials:
+            return f"max trials ({c.max_trials}) reached"
+        if c.budget_usd is not None and sum(self.ledger.spent().values()) >= c.budget_usd:
+            return "budget spent"
+        return None
 
     def stop_reason(self, iteration: int, since_gain: int, best_val: float) -> str | None:
         c = self.cfg

@@ -64,7 +64,8 @@ class RayNode:
 class RayCluster:
     """A head node (started at construction) plus any nodes added; `stop()` ends them all."""
 
-    def __init__(self, *, head_cpus: float = 1, head_resources: dict | None = None, timeout_s: float = 120):
+    def __init__(self, *, head_cpus: float = 1, head_resources: dict | None = None, timeout_s: float = 120,
+                 env: dict[str, str] | None = None):
         self.tmp = Path(tempfile.mkdtemp(prefix="rt", dir="/tmp"))  # short: Ray's socket paths must fit
         self.timeout_s = timeout_s
         self._taken: set[int] = set()
@@ -72,6 +73,7 @@ class RayCluster:
         self.env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
                     "RAY_USAGE_STATS_ENABLED": "0", "RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S": "0",
                     "RAY_DISABLE_IMPORT_WARNING": "1", "RAY_TMPDIR_MARK": str(self.tmp)}
+        self.env.update(env or {})
         self.env.pop("RAY_ADDRESS", None)
         self.port = _ports(1, self._taken)[0]
         self.address = f"{IP}:{self.port}"
@@ -135,9 +137,9 @@ class RayCluster:
             pass
         node.proc.wait()
 
-    def worker_pids(self) -> list[int]:
-        """Pids of this cluster's Ray task workers (`ray::...` processes under our temp dir)."""
-        return [pid for pid, cmd in self._ours() if cmd.startswith("ray::")]
+    def busy_workers(self, function: str) -> list[int]:
+        """Pids of this cluster's workers running `function` now (Ray titles them `ray::NAME`)."""
+        return [pid for pid, cmd in self._ours() if cmd.split()[:1] == [f"ray::{function}"]]
 
     def _ours(self) -> list[tuple[int, str]]:
         """(pid, command line) of every live process whose command line or environment names our temp dir."""
