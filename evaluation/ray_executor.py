@@ -112,6 +112,9 @@ class RayExecutor:
         self._cleanup_remote: Any = None
         self.stopped: str | None = None
         """Why the last run() stopped dispatching early (stop()'s answer), or None."""
+        self.flights: list[tuple[float, float]] = []
+        """(seconds from dispatch to result on the driver, the trial's own duration_s) per trial
+        of the last run(): the difference is what dispatching through Ray cost."""
 
     # -- connection --------------------------------------------------------------------------
     def connect(self) -> None:
@@ -188,7 +191,7 @@ class RayExecutor:
             flights[gen] = f
             return None
 
-        self.stopped = None
+        self.stopped, self.flights = None, []
         try:
             while queue or flights:
                 while queue and len(flights) < max(1, concurrency) and not self.stopped:
@@ -242,6 +245,7 @@ class RayExecutor:
                         on_spans(item["spans"])
                     row = item["row"]
                     row["infra_errors"] = f.failures or None
+                    self.flights.append((time.monotonic() - f.started, float(row.get("duration_s") or 0.0)))
                     yield row
         except BaseException:
             self._abort(list(flights), run_id)
