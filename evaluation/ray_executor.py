@@ -110,6 +110,7 @@ class RayExecutor:
         self.address, self.max_infra_retries, self.runtime_env = address, max_infra_retries, runtime_env
         self._remote: Any = None
         self._cleanup_remote: Any = None
+        self._nodes: tuple[float, list[dict[str, Any]]] | None = None
         self.stopped: str | None = None
         """Why the last run() stopped dispatching early (stop()'s answer), or None."""
         self.flights: list[tuple[float, float]] = []
@@ -144,9 +145,12 @@ class RayExecutor:
         self._remote = ray.remote(num_returns="streaming", max_retries=0)(trial_on_node)
         self._cleanup_remote = ray.remote(num_cpus=0, max_retries=1)(cleanup_on_node)
 
-    def nodes(self) -> list[dict[str, Any]]:
-        """The cluster's alive nodes (ray.nodes() entries)."""
-        return [n for n in _ray().nodes() if n.get("Alive")]
+    def nodes(self, max_age_s: float = 5.0) -> list[dict[str, Any]]:
+        """The cluster's alive nodes (ray.nodes() entries), asked of the GCS at most every
+        `max_age_s` seconds (each dispatch looks at them)."""
+        if self._nodes is None or time.monotonic() - self._nodes[0] > max_age_s:
+            self._nodes = (time.monotonic(), [n for n in _ray().nodes() if n.get("Alive")])
+        return self._nodes[1]
 
     # -- running -----------------------------------------------------------------------------
     def run(self, jobs: list[tuple[Task | TaskLoadError, int]], agent: Any, *, backend: Any, run_id: str,
@@ -233,6 +237,7 @@ class RayExecutor:
                                     f.failures[-1]["error"], f.failures[-1]["node"] or "a node",
                                     "dispatching it again" if len(f.failures) <= self.max_infra_retries else "giving up")
                         if len(f.failures) <= self.max_infra_retries:
+                            self._nodes = None  # a node may have died: look again
                             avoid = {x["ray_node_id"] for x in f.failures if x["ray_node_id"]}
                             row = dispatch(f, avoid)
                         else:
@@ -271,7 +276,7 @@ class RayExecutor:
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
         refs = [self._cleanup_remote.options(scheduling_strategy=NodeAffinitySchedulingStrategy(n["NodeID"], soft=False))
-                .remote(run_id) for n in self.nodes()]
+                .remote(run_id) for n in self.nodes(max_age_s=0)]
         ready, _ = ray.wait(refs, num_returns=len(refs), timeout=timeout_s)
         out = []
         for ref in ready:

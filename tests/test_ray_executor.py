@@ -177,6 +177,33 @@ def test_a_worker_killed_mid_trial_is_retried_and_the_trial_completes(cluster, t
     assert containers([name]) == [], "the killed attempt's container is gone"
 
 
+def test_a_node_that_dies_mid_trial_is_left_and_the_trial_completes_on_another(tmp_path):
+    require_base_image()
+    name = f"slow-{secrets.token_hex(4)}"
+    ds = slow_task(tmp_path / "ds", name, 12)
+    db = tmp_path / "n.duckdb"
+    with RayCluster(head_cpus=0, env={"METAOPT_NODE_CACHE": str(tmp_path / "cache")}) as c:  # trials go to the nodes
+        nodes = [c.add_node(num_cpus=1), c.add_node(num_cpus=1)]
+        proc = start(c, "eval", "--benchmark", "terminalbench", "--dataset", str(ds), "--agent", "oracle",
+                     "--db", str(db), "--json", *on_ray(c))
+        try:
+            wait_for(lambda: containers([name]), 180, "the trial's container")
+            [victim] = wait_for(lambda: c.busy_workers("trial_on_node"), 30, "the worker running the trial")
+            [doomed] = [n for n in nodes if n.proc.pid == os.getpgid(victim)]
+            os.killpg(doomed.proc.pid, signal.SIGKILL)  # the whole node at once: raylet, workers, agents
+            stdout, stderr = proc.communicate(timeout=300)
+        finally:
+            proc.kill()
+    assert proc.returncode == 0, stderr
+    [t] = json.loads(stdout)["tasks"]
+    assert (t["status"], t["score"]) == ("passed", 1.0)
+    with Store(db, read_only=True) as s:
+        [row] = s.rows("SELECT infra_errors, hardware FROM trials")
+    [failure] = json.loads(row["infra_errors"])
+    assert failure["ray_node_id"] and failure["ray_node_id"] != json.loads(row["hardware"])["ray_node_id"]
+    assert containers([name]) == []
+
+
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_interrupt_cancels_the_ray_tasks_and_leaves_no_container(cluster, tmp_path, sig):
     names = [f"hang-{secrets.token_hex(4)}" for _ in range(2)]
