@@ -1,29 +1,30 @@
-"""Where trials run, by name: `local` (a thread pool in this process, the default) or `ray`
-(Ray tasks on a cluster of Docker hosts, evaluation.ray_executor)."""
+"""Executors by name: where trials run. `local` is run_eval's default LocalExecutor (a thread
+pool on this machine's Docker daemon); `ray` runs each trial as a Ray task on a node of a Ray
+cluster, against that node's daemon (evaluation.ray_executor)."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from core.errors import ExecutorError, UnknownName
+
 EXECUTORS = {"local": "a thread pool of trials on this machine's Docker daemon",
              "ray": "each trial a Ray task on a node of a Ray cluster, against that node's Docker daemon"}
 
 
-class ExecutorError(ValueError):
-    """The executor cannot run (unknown name, Ray missing, no cluster at the address). One line, exit 2."""
-
-
-def make_executor(name: str, ray_address: str | None = None) -> Any:
-    """None for `local` (run_eval's own pool), a connected RayExecutor for `ray`. Raises
-    ExecutorError naming the option at fault."""
+def make_executor(name: str, ray_address: str | None = None, *, image_map: Any = None) -> Any:
+    """None for `local` (run_eval builds its LocalExecutor), a connected RayExecutor for `ray`
+    (`image_map`: the driver's ImageMap, applied on the nodes). Raises UserError naming the option."""
     if name not in EXECUTORS:
-        raise ExecutorError(f"--executor: unknown executor '{name}' (known: {', '.join(EXECUTORS)})")
+        e = UnknownName("executor", name, list(EXECUTORS))
+        e.field = "--executor"
+        raise e
     if name == "local":
         if ray_address:
-            raise ExecutorError("--ray-address needs --executor ray")
+            raise ExecutorError("needs --executor ray", field="--ray-address")
         return None
     from evaluation.ray_executor import RayExecutor
 
-    executor = RayExecutor(ray_address)
+    executor = RayExecutor(ray_address, image_map=list(image_map.items()) if image_map is not None else None)
     executor.connect()
     return executor

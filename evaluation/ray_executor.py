@@ -1,20 +1,24 @@
 """The `ray` executor: each trial a Ray task on some node of a cluster of Docker hosts.
 
-The driver (this process) stays the only writer of the store: a node runs the trial against its
-own Docker daemon and sends back the trial row and its spans (evaluation.ray_node); the driver
-ingests the spans through its own exporter and hands the row to the runner, which writes it.
+It implements evaluation.runner's Executor seam (submit a TrialJob, get a Future[TrialResult]).
+The driver (this process) stays the only writer of the store: a node runs the same run_trial
+against its own Docker daemon and sends back the TrialResult (as JSON) and the trial's spans
+(evaluation.ray_node); the spans are ingested here through the agent's own Tracing, before the
+future resolves, so run_eval writes the row after its spans, as it does for a local trial.
 
-- Resources: a trial asks Ray for its task's cpus, memory and gpus, so Ray places it only on a
-  node that has them free. A trial no node could ever hold is an `error` row saying so.
-- Dispatch is lazy: at most `concurrency` trials are in flight, and `stop()` is asked before each
-  dispatch, so a budget stop overshoots by the trials already running, never more.
+- Resources: a trial asks Ray for its task's cpus (1 when unset), memory and gpus, so Ray places
+  it only on a node that has them free. A trial no alive node could ever hold is an `error`
+  result saying so, not a task waiting forever. run_eval bounds how many are in flight.
 - Faults: a worker or node that dies mid-trial, or a node whose Docker daemon is unreachable, is
   an infrastructure failure: the trial is dispatched again, preferring another node, at most
-  `max_infra_retries` times, then recorded as an `error` row (failure_mode infra_error; no
-  score). Each failure is kept in the row's `infra_errors`.
-- Interruption (Ctrl-C, SIGTERM, an exception in the caller): in-flight tasks are cancelled
-  (their trials remove their own containers), stragglers are killed, and a cleanup task pinned
-  to every alive node removes the run's containers by label.
+  `max_infra_retries` times, then it is an `error` result (failure_mode infra_error; no score).
+  Every failure is kept in the result's `infra_errors`; the dead attempt's container is removed
+  on its node (if alive) and by the next attempt on the same daemon.
+- Interruption: `shutdown(cancel=True)` cancels the in-flight tasks (each trial removes its own
+  container), kills those still running after CANCEL_GRACE_S, and `cleanup(run_id)` runs one
+  cleanup task pinned to every alive node that removes the run's containers by label.
+
+One dispatcher thread owns the in-flight Ray tasks; submit() and shutdown() only hand it work.
 """
 
 from __future__ import annotations
@@ -26,14 +30,17 @@ import signal
 import socket
 import threading
 import time
+from concurrent.futures import CancelledError, Future
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator
+from typing import Any
 
 from benchmarks.task import Task, TaskLoadError
-from evaluation.executor import ExecutorError
+from core.errors import ExecutorError, MissingExtra, SandboxUnavailable
+from evaluation.result import TrialResult
+from evaluation.runner import TrialJob
 from evaluation.task_files import pack
-from meta_agent.trial import run_trial
-from sandbox.errors import SandboxUnavailable
+from evaluation.trial import run_trial
+from traces.store import now
 
 log = logging.getLogger(__name__)
 NAMESPACE = "metaopt"
@@ -42,8 +49,8 @@ CANCEL_GRACE_S = 15.0  # what a cancelled trial gets to stop its agent and remov
 
 @dataclass
 class _Flight:
-    task: Task
-    attempt: int
+    job: TrialJob
+    future: Future
     request: dict[str, float]
     node: dict[str, Any] | None = None
     failures: list[dict[str, Any]] = field(default_factory=list)
@@ -54,7 +61,7 @@ def _ray():
     try:
         import ray
     except ImportError:
-        raise ExecutorError("--executor ray needs Ray: pip install 'metaopt[ray]'") from None
+        raise MissingExtra("--executor ray", "ray", "ray") from None
     return ray
 
 
@@ -69,13 +76,6 @@ def resources_of(task: Task) -> dict[str, float]:
     return out
 
 
-def _options(request: dict[str, float]) -> dict[str, Any]:
-    opts: dict[str, Any] = {"num_cpus": request["CPU"], "num_gpus": request.get("GPU", 0)}
-    if "memory" in request:
-        opts["memory"] = request["memory"]
-    return opts
-
-
 def _fits(node: dict[str, Any], request: dict[str, float]) -> bool:
     return all(node["Resources"].get(k, 0) >= v for k, v in request.items())
 
@@ -83,8 +83,7 @@ def _fits(node: dict[str, Any], request: dict[str, float]) -> bool:
 def _infra(exc: BaseException) -> bool:
     """True for failures of the machinery, not of the trial: a dead worker or node, a lost
     object, a node that cannot reach its Docker daemon or set up its runtime env."""
-    ray = _ray()
-    ex = ray.exceptions
+    ex = _ray().exceptions
     kinds = tuple(getattr(ex, n) for n in ("WorkerCrashedError", "NodeDiedError", "LocalRayletDiedError",
                                            "ObjectLostError", "OutOfMemoryError", "RuntimeEnvSetupError",
                                            "RaySystemError", "ActorDiedError") if hasattr(ex, n))
@@ -101,21 +100,28 @@ def _describe(exc: BaseException) -> str:
 
 class RayExecutor:
     """Runs trials as Ray tasks on the cluster at `address` (None: RAY_ADDRESS, else a new
-    local single-node Ray). `runtime_env` is passed to ray.init (e.g. env_vars for the nodes)."""
+    local single-node Ray). `image_map`: (pattern, image) pairs applied on the nodes;
+    `runtime_env` goes to ray.init (e.g. env_vars for the nodes)."""
 
     name = "ray"
 
     def __init__(self, address: str | None = None, *, max_infra_retries: int = 2,
-                 runtime_env: dict[str, Any] | None = None):
+                 image_map: list[tuple[str, str]] | None = None, runtime_env: dict[str, Any] | None = None):
         self.address, self.max_infra_retries, self.runtime_env = address, max_infra_retries, runtime_env
+        self.image_map = None if image_map is None else [tuple(e) for e in image_map]  # None: the nodes' defaults
         self._remote: Any = None
         self._cleanup_remote: Any = None
         self._nodes: tuple[float, list[dict[str, Any]]] | None = None
-        self.stopped: str | None = None
-        """Why the last run() stopped dispatching early (stop()'s answer), or None."""
+        self._lock = threading.Lock()
+        self._queue: collections.deque[tuple[TrialJob, Future]] = collections.deque()
+        self._wake = threading.Event()
+        self._cancel = False
+        self._thread: threading.Thread | None = None
+        self._packed: dict[tuple[str, str], tuple[dict, dict[str, Any]]] = {}  # (run, task) -> payload, blob refs
+        self._agents: dict[int, tuple[Any, Any]] = {}  # id(agent) -> (agent, its ObjectRef in the store)
         self.flights: list[tuple[float, float]] = []
-        """(seconds from dispatch to result on the driver, the trial's own duration_s) per trial
-        of the last run(): the difference is what dispatching through Ray cost."""
+        """(seconds from dispatch to result, the trial's own duration_s) per finished trial: the
+        difference is what dispatching through Ray cost (perf/ray_overhead.py)."""
 
     # -- connection --------------------------------------------------------------------------
     def connect(self) -> None:
@@ -129,11 +135,11 @@ class RayExecutor:
             before = signal.getsignal(signal.SIGTERM) if main else None
             try:
                 ray.init(address=self.address, namespace=NAMESPACE, logging_level="ERROR", log_to_driver=False,
-                         runtime_env=self.runtime_env, configure_logging=True)
+                         runtime_env=self.runtime_env)
             except (ConnectionError, RuntimeError, ValueError) as e:
-                where = self.address or "RAY_ADDRESS / a new local Ray"
-                raise ExecutorError(f"--ray-address {where}: cannot join the Ray cluster: "
-                                    f"{str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__}") from None
+                first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+                raise ExecutorError(f"{self.address or 'RAY_ADDRESS'}: cannot join the Ray cluster: {first}",
+                                    field="--ray-address") from None
             finally:
                 if main and before is not None:  # ray.init turns SIGTERM into sys.exit; keep the caller's handler
                     signal.signal(signal.SIGTERM, before)
@@ -152,131 +158,31 @@ class RayExecutor:
             self._nodes = (time.monotonic(), [n for n in _ray().nodes() if n.get("Alive")])
         return self._nodes[1]
 
-    # -- running -----------------------------------------------------------------------------
-    def run(self, jobs: list[tuple[Task | TaskLoadError, int]], agent: Any, *, backend: Any, run_id: str,
-            timeout_multiplier: float = 1.0, concurrency: int = 2, on_spans: Callable[[list], None] | None = None,
-            stop: Callable[[], str | None] | None = None) -> Iterator[dict[str, Any]]:
-        """Yield the row of each finished trial of `jobs` ((task, attempt) pairs), in finishing
-        order. `on_spans(spans)` receives a trial's shipped spans before its row is yielded.
-        `backend` is the driver's DockerBackend: its image map goes to the nodes."""
-        ray = _ray()
+    # -- the Executor seam -------------------------------------------------------------------
+    def submit(self, job: TrialJob) -> Future:
+        """Queue `job` for the dispatcher; its future resolves to the TrialResult."""
         self.connect()
-        traced = getattr(agent, "tracing", None) is not None
-        shipped = copy_without_tracing(agent)
-        agent_ref = ray.put(shipped)
-        image_map = list(backend.image_map.items()) if getattr(backend, "image_map", None) is not None else []
-        packed: dict[str, tuple[dict, dict[str, Any]]] = {}
-        flights: dict[Any, _Flight] = {}
-        queue = collections.deque(jobs)
-
-        def dispatch(f: _Flight, avoid: set[str] = frozenset()) -> dict[str, Any] | None:
-            """Submit `f`; returns an error row instead when no alive node could ever hold it."""
-            nodes = self.nodes()
-            fit = [n for n in nodes if _fits(n, f.request)]
-            if not fit:
-                largest = max(nodes, key=lambda n: n["Resources"].get("CPU", 0), default=None)
-                have = {k: v for k, v in (largest or {}).get("Resources", {}).items() if k in ("CPU", "GPU", "memory")}
-                return _error_row(f, run_id, agent, f"no node of the Ray cluster can hold this trial: it asks "
-                                  f"{_fmt(f.request)}, the largest node has {_fmt(have)}")
-            opts = _options(f.request)
-            elsewhere = [n for n in fit if n["NodeID"] not in avoid]
-            if avoid and elsewhere:
-                from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-
-                opts["scheduling_strategy"] = NodeAffinitySchedulingStrategy(random.choice(elsewhere)["NodeID"], soft=True)
-            if f.task.id not in packed:
-                payload, blobs = pack(f.task)
-                packed[f.task.id] = (payload, {d: ray.put(b) for d, b in blobs.items()})
-            payload, blob_refs = packed[f.task.id]
-            gen = self._remote.options(**opts).remote(payload, blob_refs, f.attempt, agent_ref, run_id=run_id,
-                                                      timeout_multiplier=timeout_multiplier, image_map=image_map,
-                                                      traced=traced)
-            f.node, f.started = None, time.monotonic()
-            flights[gen] = f
-            return None
-
-        self.stopped, self.flights = None, []
-        try:
-            while queue or flights:
-                while queue and len(flights) < max(1, concurrency) and not self.stopped:
-                    if stop is not None and (reason := stop()):
-                        self.stopped = reason
-                        break
-                    task, attempt = queue.popleft()
-                    if isinstance(task, TaskLoadError):  # nothing to run: the error row is made here
-                        yield run_trial(task, attempt, agent, backend=None, images=None, run_id=run_id,
-                                        timeout_multiplier=timeout_multiplier)
-                        continue
-                    row = dispatch(_Flight(task, attempt, resources_of(task)))
-                    if row is not None:
-                        yield row
-                if not flights:
-                    break
-                ready, _ = ray.wait(list(flights), num_returns=1, timeout=0.5)
-                for gen in ready:
-                    f = flights[gen]
-                    try:
-                        item = ray.get(next(gen))
-                    except StopIteration:  # ended without a result: treat as a lost worker
-                        item = None
-                        exc: BaseException = RuntimeError("the trial's task ended without a result")
-                    except Exception as e:  # noqa: BLE001 (sorted just below)
-                        if not _infra(e):
-                            flights.pop(gen)
-                            raise
-                        item, exc = None, e
-                    if item is not None and item["kind"] == "started":
-                        f.node = item["node"]
-                        continue
-                    flights.pop(gen)
-                    if item is None:
-                        node = f.node or {}
-                        f.failures.append({"node": node.get("hostname"), "ray_node_id": node.get("ray_node_id"),
-                                           "error": _describe(exc), "after_s": round(time.monotonic() - f.started, 1)})
-                        log.warning("trial %s/%s/%d: %s on %s; %s", run_id, f.task.id, f.attempt,
-                                    f.failures[-1]["error"], f.failures[-1]["node"] or "a node",
-                                    "dispatching it again" if len(f.failures) <= self.max_infra_retries else "giving up")
-                        if len(f.failures) <= self.max_infra_retries:
-                            self._nodes = None  # a node may have died: look again
-                            avoid = {x["ray_node_id"] for x in f.failures if x["ray_node_id"]}
-                            row = dispatch(f, avoid)
-                        else:
-                            row = _error_row(f, run_id, agent, f"infrastructure failed {len(f.failures)} times, "
-                                             f"last: {f.failures[-1]['error']} (on {f.failures[-1]['node']})")
-                        if row is not None:
-                            yield row
-                        continue
-                    if on_spans is not None and item["spans"]:
-                        on_spans(item["spans"])
-                    row = item["row"]
-                    row["infra_errors"] = f.failures or None
-                    self.flights.append((time.monotonic() - f.started, float(row.get("duration_s") or 0.0)))
-                    yield row
-        except BaseException:
-            self._abort(list(flights), run_id)
-            raise
-        self.cleanup(run_id)  # containers a dead worker left on a node that is still alive
-
-    def _abort(self, gens: list[Any], run_id: str) -> None:
-        """Cancel in-flight trials, give them CANCEL_GRACE_S to remove their containers, kill
-        the rest, then remove the run's containers on every node."""
-        ray = _ray()
-        for gen in gens:
-            ray.cancel(gen, force=False)
-        if gens:
-            _, left = ray.wait(gens, num_returns=len(gens), timeout=CANCEL_GRACE_S)
-            for gen in left:
-                ray.cancel(gen, force=True)
-        self.cleanup(run_id)
+        fut: Future = Future()
+        if isinstance(job.task, TaskLoadError):  # nothing to run: the error result is made here
+            fut.set_running_or_notify_cancel()
+            fut.set_result(run_trial(job.task, job.attempt, job.agent, backend=None, images=None,
+                                     run_id=job.run_id, timeout_multiplier=job.timeout_multiplier))
+            return fut
+        with self._lock:
+            self._queue.append((job, fut))
+            if self._thread is None or not self._thread.is_alive():
+                self._cancel = False
+                self._thread = threading.Thread(target=self._loop, name="ray-dispatch", daemon=True)
+                self._thread.start()
+        self._wake.set()
+        return fut
 
     def cleanup(self, run_id: str, timeout_s: float = 60) -> list[dict[str, Any]]:
         """One cleanup task pinned to each alive node removes the run's containers there.
         Returns each node's counts; a node that does not answer in time is left out."""
         ray = _ray()
-        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-
-        refs = [self._cleanup_remote.options(scheduling_strategy=NodeAffinitySchedulingStrategy(n["NodeID"], soft=False))
-                .remote(run_id) for n in self.nodes(max_age_s=0)]
+        self.connect()
+        refs = [self._pinned(n["NodeID"]).remote(run_id) for n in self.nodes(max_age_s=0)]
         ready, _ = ray.wait(refs, num_returns=len(refs), timeout=timeout_s)
         out = []
         for ref in ready:
@@ -285,6 +191,158 @@ class RayExecutor:
             except Exception:  # noqa: BLE001 (a node without a daemon has nothing to clean)
                 continue
         return out
+
+    def shutdown(self, cancel: bool = False) -> None:
+        """Wait for every submitted trial; with `cancel`, cancel them instead (queued ones are
+        dropped, running ones interrupted, those still running after CANCEL_GRACE_S killed).
+        The executor can be used again afterwards."""
+        thread = self._thread
+        if thread is None:
+            return
+        if cancel:
+            self._cancel = True
+            self._wake.set()
+            thread.join(CANCEL_GRACE_S + 30)
+        else:
+            while thread.is_alive() and (self._queue or self._busy):
+                thread.join(0.5)
+
+    # -- the dispatcher thread ---------------------------------------------------------------
+    _busy = False
+
+    def _loop(self) -> None:
+        ray = _ray()
+        flights: dict[Any, _Flight] = {}
+        try:
+            while True:
+                self._busy = bool(flights)
+                if self._cancel:
+                    return self._abort(flights)
+                while self._queue:
+                    job, fut = self._queue.popleft()
+                    if fut.set_running_or_notify_cancel():  # False: run_eval cancelled it first
+                        self._dispatch(_Flight(job, fut, resources_of(job.task)), flights)
+                self._busy = bool(flights or self._queue)
+                if not flights:
+                    if not self._wake.wait(0.5):
+                        continue
+                    self._wake.clear()
+                    continue
+                ready, _ = ray.wait(list(flights), num_returns=1, timeout=0.2)
+                for gen in ready:
+                    self._settle(gen, flights)
+        except BaseException as e:  # the cluster went away under us: fail what is left, loudly
+            log.error("ray dispatcher stopped: %s", _describe(e))
+            for f in flights.values():
+                if not f.future.done():
+                    f.future.set_exception(e)
+            while self._queue:
+                _, fut = self._queue.popleft()
+                if fut.set_running_or_notify_cancel():
+                    fut.set_exception(e)
+        finally:
+            self._busy = False
+
+    def _pinned(self, node_id: str) -> Any:
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        return self._cleanup_remote.options(scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False))
+
+    def _dispatch(self, f: _Flight, flights: dict[Any, _Flight], avoid: frozenset[str] = frozenset()) -> None:
+        """Submit `f` as a Ray task, or resolve it with an error result when no alive node
+        could ever hold it."""
+        ray = _ray()
+        job = f.job
+        nodes = self.nodes()
+        fit = [n for n in nodes if _fits(n, f.request)]
+        if not fit:
+            largest = max(nodes, key=lambda n: n["Resources"].get("CPU", 0), default=None)
+            have = {k: v for k, v in (largest or {}).get("Resources", {}).items() if k in ("CPU", "GPU", "memory")}
+            return f.future.set_result(_error_result(f, f"no node of the Ray cluster can hold this trial: it asks "
+                                                        f"{_fmt(f.request)}, the largest node has {_fmt(have)}"))
+        opts: dict[str, Any] = {"num_cpus": f.request["CPU"], "num_gpus": f.request.get("GPU", 0)}
+        if "memory" in f.request:
+            opts["memory"] = f.request["memory"]
+        elsewhere = [n for n in fit if n["NodeID"] not in avoid]
+        if avoid and elsewhere:
+            from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+            opts["scheduling_strategy"] = NodeAffinitySchedulingStrategy(random.choice(elsewhere)["NodeID"], soft=True)
+        key = (job.run_id, job.task.id)
+        if key not in self._packed:
+            payload, blobs = pack(job.task)
+            if len(self._packed) > 512:  # a long experiment: keep the object store from holding every task
+                self._packed.pop(next(iter(self._packed)))
+            self._packed[key] = (payload, {d: ray.put(b) for d, b in blobs.items()})
+        payload, blob_refs = self._packed[key]
+        if id(job.agent) not in self._agents:  # one agent object per evaluation: keep the latest only
+            self._agents = {id(job.agent): (job.agent, ray.put(copy_without_tracing(job.agent)))}
+        traced = getattr(job.agent, "tracing", None) is not None
+        gen = self._remote.options(**opts).remote(payload, blob_refs, job.attempt, self._agents[id(job.agent)][1],
+                                                  run_id=job.run_id, timeout_multiplier=job.timeout_multiplier,
+                                                  image_map=self.image_map, traced=traced)
+        f.node, f.started = None, time.monotonic()
+        flights[gen] = f
+
+    def _settle(self, gen: Any, flights: dict[Any, _Flight]) -> None:
+        """Take the next item of a ready task: where it started, its result, or its failure."""
+        ray = _ray()
+        f = flights[gen]
+        try:
+            item = ray.get(next(gen))
+        except StopIteration:
+            item, exc = None, RuntimeError("the trial's task ended without a result")
+        except Exception as e:  # noqa: BLE001 (sorted just below)
+            if not _infra(e):  # a bug or a systemic failure: run_eval raises it, as for a local trial
+                flights.pop(gen)
+                f.future.set_exception(e)
+                return
+            item, exc = None, e
+        if item is not None and item["kind"] == "started":
+            f.node = item["node"]
+            return
+        flights.pop(gen)
+        if item is not None:
+            tracing = getattr(f.job.agent, "tracing", None)
+            if tracing is not None and item["spans"]:
+                from traces.shipping import ingest
+
+                ingest(tracing, item["spans"])
+            result = TrialResult.model_validate_json(item["result"])
+            self.flights.append((time.monotonic() - f.started, float(result.duration_s or 0.0)))
+            f.future.set_result(result.model_copy(update={"infra_errors": f.failures or None}))
+            return
+        node = f.node or {}
+        f.failures.append({"node": node.get("hostname"), "ray_node_id": node.get("ray_node_id"),
+                           "error": _describe(exc), "after_s": round(time.monotonic() - f.started, 1)})
+        again = len(f.failures) <= self.max_infra_retries
+        log.warning("trial %s/%s/%d: %s on %s; %s", f.job.run_id, f.job.task.id, f.job.attempt, f.failures[-1]["error"],
+                    node.get("hostname") or "a node", "dispatching it again" if again else "giving up")
+        self._nodes = None  # a node may have died: look again
+        if node.get("ray_node_id") in {n["NodeID"] for n in self.nodes()}:  # its container, if the node lives
+            self._pinned(node["ray_node_id"]).remote(f.job.run_id, {"metaopt.task_id": f.job.task.id,
+                                                                    "metaopt.attempt": str(f.job.attempt)})
+        if again:
+            return self._dispatch(f, flights, frozenset(x["ray_node_id"] for x in f.failures if x["ray_node_id"]))
+        f.future.set_result(_error_result(f, f"infrastructure failed {len(f.failures)} times, last: "
+                                             f"{f.failures[-1]['error']} (on {f.failures[-1]['node']})"))
+
+    def _abort(self, flights: dict[Any, _Flight]) -> None:
+        """Cancel in-flight trials, give them CANCEL_GRACE_S to remove their containers, kill
+        the rest; queued trials are dropped. Every future ends cancelled."""
+        ray = _ray()
+        gens = list(flights)
+        for gen in gens:
+            ray.cancel(gen, force=False)
+        if gens:
+            _, left = ray.wait(gens, num_returns=len(gens), timeout=CANCEL_GRACE_S)
+            for gen in left:
+                ray.cancel(gen, force=True)
+        for f in flights.values():
+            if not f.future.done():
+                f.future.set_exception(CancelledError())
+        while self._queue:
+            self._queue.popleft()[1].cancel()
 
 
 def _probe(address: str | None, timeout_s: float = 10) -> None:
@@ -296,8 +354,8 @@ def _probe(address: str | None, timeout_s: float = 10) -> None:
     try:
         socket.create_connection((host, int(port)), timeout=timeout_s).close()
     except OSError as e:
-        raise ExecutorError(f"--ray-address {address}: cannot join the Ray cluster: {e.strerror or e} "
-                            f"(is `ray start --head --port {port}` running there?)") from None
+        raise ExecutorError(f"{address}: cannot join the Ray cluster: {e.strerror or e} "
+                            f"(is `ray start --head --port {port}` running there?)", field="--ray-address") from None
 
 
 def copy_without_tracing(agent: Any) -> Any:
@@ -311,13 +369,13 @@ def copy_without_tracing(agent: Any) -> Any:
     return shipped
 
 
-def _error_row(f: _Flight, run_id: str, agent: Any, error: str) -> dict[str, Any]:
-    from traces.store import now
-
-    return {"trial_id": f"{run_id}/{f.task.id}/{f.attempt}", "run_id": run_id, "task_id": f.task.id,
-            "attempt": f.attempt, "agent": agent.name, "benchmark": f.task.benchmark, "status": "error",
-            "failure_mode": "infra_error", "error": f"{f.task.id}: {error}", "started_at": now(), "finished_at": now(),
-            "duration_s": round(sum(x["after_s"] for x in f.failures), 3), "infra_errors": f.failures or None}
+def _error_result(f: _Flight, error: str) -> TrialResult:
+    job = f.job
+    return TrialResult(trial_id=f"{job.run_id}/{job.task.id}/{job.attempt}", run_id=job.run_id,
+                       benchmark=job.task.benchmark, task_id=job.task.id, attempt=job.attempt, agent=job.agent.name,
+                       status="error", failure_mode="infra_error", error=f"{job.task.id}: {error}",
+                       timeout_multiplier=job.timeout_multiplier, started_at=now(), finished_at=now(),
+                       duration_s=round(sum(x["after_s"] for x in f.failures), 3), infra_errors=f.failures or None)
 
 
 def _fmt(request: dict[str, float]) -> str:

@@ -20,7 +20,7 @@ from typing import Any
 from benchmarks.task import Task, TaskLoadError
 from evaluation.hardware import hardware
 from evaluation.task_files import node_lock, unpack
-from meta_agent.trial import ImageCache, run_trial
+from evaluation.trial import ImageCache, run_trial
 from sandbox.docker import DockerBackend
 from sandbox.images import ImageMap
 from traces.shipping import collecting_tracing
@@ -43,11 +43,12 @@ class NodeImageCache(ImageCache):
             return super()._build(task)
 
 
-def _backend(image_map: list[tuple[str, str]]) -> DockerBackend:
-    key = tuple(map(tuple, image_map))
+def _backend(image_map: list[tuple[str, str]] | None) -> DockerBackend:
+    """The node's Docker client with the driver's image map (None: the packaged defaults)."""
+    key = None if image_map is None else tuple(map(tuple, image_map))
     with _LOCK:
         if key not in _BACKENDS:
-            _BACKENDS[key] = DockerBackend(image_map=ImageMap(image_map))
+            _BACKENDS[key] = DockerBackend(image_map=ImageMap.load() if image_map is None else ImageMap(image_map))
         return _BACKENDS[key]
 
 
@@ -68,8 +69,9 @@ def where() -> dict[str, Any]:
 
 
 def trial_on_node(payload: dict[str, Any], blobs: dict[str, Any], attempt: int, agent: Any, *, run_id: str,
-                  timeout_multiplier: float, image_map: list[tuple[str, str]], traced: bool):
-    """Yields {"kind": "started", "node": where()}, then {"kind": "result", "row", "spans"}.
+                  timeout_multiplier: float, image_map: list[tuple[str, str]] | None, traced: bool):
+    """Yields {"kind": "started", "node": where()}, then {"kind": "result", "result": the
+    TrialResult as JSON, "spans": shipped spans}.
     Per-task failures are in the row; a node without a Docker daemon raises SandboxUnavailable
     (the driver retries the trial on another node)."""
     import ray
@@ -86,16 +88,17 @@ def trial_on_node(payload: dict[str, Any], blobs: dict[str, Any], attempt: int, 
         agent = copy.copy(agent)
         agent.tracing = tracing
     try:
-        row = run_trial(task, attempt, agent, backend=backend, images=_images(run_id, backend), run_id=run_id,
-                        timeout_multiplier=timeout_multiplier)
+        result = run_trial(task, attempt, agent, backend=backend, images=_images(run_id, backend), run_id=run_id,
+                           timeout_multiplier=timeout_multiplier)
     finally:
         if tracing is not None:
             tracing.shutdown()
-    row["hardware"] = {k: v for k, v in node.items() if k != "pid"}
-    yield {"kind": "result", "row": row, "spans": collector.take() if collector else []}
+    result = result.model_copy(update={"hardware": {k: v for k, v in node.items() if k != "pid"}})
+    yield {"kind": "result", "result": result.model_dump_json(), "spans": collector.take() if collector else []}
 
 
-def cleanup_on_node(run_id: str) -> dict[str, Any]:
-    """Remove every container of `run_id` from this node's daemon (label-scoped)."""
-    counts = DockerBackend().prune(run_id)
+def cleanup_on_node(run_id: str, labels: dict[str, str] | None = None) -> dict[str, Any]:
+    """Remove the containers of `run_id` (those also carrying `labels`, when given) from this
+    node's daemon."""
+    counts = DockerBackend().prune(run_id, labels=labels)
     return {"hostname": hardware()["hostname"], **counts}

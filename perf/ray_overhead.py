@@ -21,10 +21,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchmarks.agents import AGENTS
 from benchmarks.registry import load_benchmark
+from evaluation import AGENTS, new_run_id, run_eval
 from evaluation.ray_executor import RayExecutor
-from meta_agent.runner import new_run_id, run_eval
 from sandbox.docker import DockerBackend
 from traces.store import Store
 
@@ -37,7 +36,7 @@ def timed_run(tasks, agent, backend, store, concurrency: int, executor=None) -> 
     result = run_eval(tasks, agent, benchmark="terminalbench-sample", backend=backend, store=store,
                       concurrency=concurrency, run_id=run_id, executor=executor)
     wall = time.perf_counter() - t0
-    bad = [r["task_id"] for r in result.rows if r["status"] == "error"]
+    bad = [r.task_id for r in result.rows if r.status == "error"]
     if bad:
         sys.exit(f"errors in {run_id}: {bad}")
     return wall, len(result.rows)
@@ -66,20 +65,19 @@ def main(argv: list[str] | None = None) -> None:
                 cluster = RayCluster(head_cpus=1, env={"METAOPT_NODE_CACHE": str(Path(tmp) / "node")})
                 cluster.add_node(num_cpus=1)
                 address = cluster.address
-            executor = RayExecutor(address)
+            executor = RayExecutor(address, image_map=list(backend.image_map.items()))
             executor.connect()
             timed_run(tasks, agent, backend, store, args.concurrency)  # warm: images built, nothing timed
             timed_run(tasks, agent, backend, store, args.concurrency, executor)  # warm: workers, node cache
             walls: dict[str, list[float]] = {"local": [], "ray": []}
-            flights: list[tuple[float, float]] = []
+            executor.flights.clear()
             n = 0
             for _ in range(args.rounds):
                 for name in ("local", "ray"):
                     wall, n = timed_run(tasks, agent, backend, store, args.concurrency,
                                         executor if name == "ray" else None)
                     walls[name].append(wall)
-                    if name == "ray":
-                        flights += executor.flights
+            flights = executor.flights
         finally:
             store.close()
             if cluster is not None:

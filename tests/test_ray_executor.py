@@ -90,7 +90,8 @@ def test_sample_set_scores_the_same_on_ray_as_locally(cluster, tmp_path, agent, 
     assert sorted(t["task_id"] for t in out["tasks"]) == ids
     assert [(t["task_id"], t["status"], t.get("error")) for t in out["tasks"] if t["score"] != expected] == []
     with Store(db, read_only=True) as s:
-        hw = [json.loads(r["hardware"]) for r in s.trials(out["run_id"])]
+        hw = [json.loads(r["hardware"]) for r in s.rows("SELECT hardware FROM trials WHERE run_id = ?",
+                                                          [out["run_id"]])]
     assert all(h["hostname"] and h["fingerprint"] and h["ray_node_id"] for h in hw)
     assert len({h["ray_node_id"] for h in hw}) == 2, "trials ran on both nodes"
 
@@ -146,7 +147,7 @@ def test_no_node_can_hold_the_trial_is_an_error_row_not_a_hang(cluster, tmp_path
 
 def test_bad_executor_options_are_one_line_and_exit_2(cluster, tmp_path):
     for args, words in ((["--executor", "spark"], "--executor: unknown executor 'spark'"),
-                        (["--ray-address", cluster.address], "--ray-address needs --executor ray"),
+                        (["--ray-address", cluster.address], "--ray-address: needs --executor ray"),
                         (["--executor", "ray", "--ray-address", "127.0.0.2:1"], "cannot join the Ray cluster")):
         r = cli(cluster, "eval", "--benchmark", "terminalbench-sample", "--agent", "nop", "--tasks", "hello-greetings",
                 "--db", str(tmp_path / "b.duckdb"), *args, timeout=180)
