@@ -26,6 +26,7 @@ from __future__ import annotations
 import collections
 import logging
 import random
+import re
 import signal
 import socket
 import threading
@@ -313,6 +314,8 @@ class RayExecutor:
             f.future.set_result(result.model_copy(update={"infra_errors": f.failures or None}))
             return
         node = f.node or {}
+        if not node and (m := re.search(r"node ID: ([0-9a-f]{56})", str(exc))):  # died before we read where it ran
+            node = {"ray_node_id": m.group(1)}
         f.failures.append({"node": node.get("hostname"), "ray_node_id": node.get("ray_node_id"),
                            "error": _describe(exc), "after_s": round(time.monotonic() - f.started, 1)})
         again = len(f.failures) <= self.max_infra_retries

@@ -141,6 +141,19 @@ class RayCluster:
         """Pids of this cluster's workers running `function` now (Ray titles them `ray::NAME`)."""
         return [pid for pid, cmd in self._ours() if cmd.split()[:1] == [f"ray::{function}"]]
 
+    def node_of(self, pid: int) -> RayNode | None:
+        """The node whose `ray start` process `pid` descends from (a worker: raylet: ray start)."""
+        by_pid = {n.proc.pid: n for n in self.nodes}
+        while pid > 1:
+            if pid in by_pid:
+                return by_pid[pid]
+            try:
+                stat = Path(f"/proc/{pid}/stat").read_text()
+            except OSError:
+                return None
+            pid = int(stat.rsplit(")", 1)[1].split()[1])  # the field after the state is the parent pid
+        return None
+
     def _ours(self) -> list[tuple[int, str]]:
         """(pid, command line) of every live process whose command line or environment names our temp dir."""
         out = []

@@ -190,8 +190,10 @@ def test_a_node_that_dies_mid_trial_is_left_and_the_trial_completes_on_another(t
         try:
             wait_for(lambda: containers([name]), 180, "the trial's container")
             [victim] = wait_for(lambda: c.busy_workers("trial_on_node"), 30, "the worker running the trial")
-            [doomed] = [n for n in nodes if n.proc.pid == os.getpgid(victim)]
-            os.killpg(doomed.proc.pid, signal.SIGKILL)  # the whole node at once: raylet, workers, agents
+            doomed = c.node_of(victim)
+            assert doomed in nodes, "the trial runs on a worker node (the head has no CPU)"
+            for pid in [p for p, _ in c._ours() if c.node_of(p) is doomed]:  # the whole node at once:
+                os.kill(pid, signal.SIGKILL)  # ray start, raylet, its workers and agents
             stdout, stderr = proc.communicate(timeout=300)
         finally:
             proc.kill()
