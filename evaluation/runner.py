@@ -5,7 +5,8 @@ The calling thread owns the store and writes each trial as it finishes, so an in
 removed by label before the exception propagates.
 
 Executors (the seam where trials leave this process): `LocalExecutor`, a thread pool on this
-machine's sandbox backend (the default). An executor takes TrialJobs and hands back TrialResults;
+machine's sandbox backend (the default), and evaluation.ray_executor.RayExecutor (Ray tasks on
+the nodes of a cluster, each against its own Docker daemon). An executor takes TrialJobs and hands back TrialResults;
 it never touches the store.
 """
 
