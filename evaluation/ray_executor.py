@@ -271,7 +271,11 @@ class RayExecutor:
             opts["scheduling_strategy"] = NodeAffinitySchedulingStrategy(random.choice(elsewhere)["NodeID"], soft=True)
         key = (job.run_id, job.task.id)
         if key not in self._packed:
-            payload, blobs = pack(job.task)
+            try:
+                payload, blobs = pack(job.task)
+            except (OSError, ValueError) as e:  # unreadable or too large: this task's failure, not the run's
+                return f.future.set_result(_error_result(f, f"cannot ship the task's files to a node: {e}",
+                                                         "environment_error"))
             if len(self._packed) > 512:  # a long experiment: keep the object store from holding every task
                 self._packed.pop(next(iter(self._packed)))
             self._packed[key] = (payload, {d: ray.put(b) for d, b in blobs.items()})
@@ -372,11 +376,11 @@ def copy_without_tracing(agent: Any) -> Any:
     return shipped
 
 
-def _error_result(f: _Flight, error: str) -> TrialResult:
+def _error_result(f: _Flight, error: str, failure_mode: str = "infra_error") -> TrialResult:
     job = f.job
     return TrialResult(trial_id=f"{job.run_id}/{job.task.id}/{job.attempt}", run_id=job.run_id,
                        benchmark=job.task.benchmark, task_id=job.task.id, attempt=job.attempt, agent=job.agent.name,
-                       status="error", failure_mode="infra_error", error=f"{job.task.id}: {error}",
+                       status="error", failure_mode=failure_mode, error=f"{job.task.id}: {error}",
                        timeout_multiplier=job.timeout_multiplier, started_at=now(), finished_at=now(),
                        duration_s=round(sum(x["after_s"] for x in f.failures), 3), infra_errors=f.failures or None)
 

@@ -84,7 +84,19 @@ def pack(task: Task) -> tuple[dict[str, Any], dict[str, bytes]]:
         digest = hashlib.sha256(data).hexdigest()
         blobs[digest] = data
         roots.append([str(root), digest, "file" if root.is_file() else "dir"])
-    return {"task": task.model_dump(mode="json"), "roots": roots}, blobs
+    resolved = Task.model_validate(_map_paths(task.model_dump(), Path.resolve))  # the node matches prefixes only
+    return {"task": resolved.model_dump(mode="json"), "roots": roots}, blobs
+
+
+def _map_paths(value: Any, fn: Callable[[Path], Path]) -> Any:
+    """`value` (a model_dump) with fn applied to every Path in it; container paths are str."""
+    if isinstance(value, Path):
+        return fn(value)
+    if isinstance(value, dict):
+        return {k: _map_paths(v, fn) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_map_paths(v, fn) for v in value)
+    return value
 
 
 @contextlib.contextmanager
@@ -120,16 +132,10 @@ def unpack(payload: dict[str, Any], fetch: Callable[[str], bytes]) -> Task:
                         shutil.rmtree(tmp, ignore_errors=True)
         mapping.append((Path(root), dest / Path(root).name if kind == "file" else dest))
 
-    def local(value: Any) -> Any:  # only Path fields move: container paths are str
-        if isinstance(value, Path):
-            for root, dest in mapping:
-                if value.resolve().is_relative_to(root):
-                    return dest / value.resolve().relative_to(root)
-            return value
-        if isinstance(value, dict):
-            return {k: local(v) for k, v in value.items()}
-        if isinstance(value, (list, tuple)):
-            return type(value)(local(v) for v in value)
-        return value
+    def local(path: Path) -> Path:
+        for root, dest in mapping:
+            if path.is_relative_to(root):
+                return dest / path.relative_to(root)
+        return path  # a path that did not exist on the driver either
 
-    return Task.model_validate(local(Task.model_validate(payload["task"]).model_dump()))
+    return Task.model_validate(_map_paths(Task.model_validate(payload["task"]).model_dump(), local))
