@@ -64,9 +64,11 @@ def slow_task(root: Path, name: str, seconds: int, dockerfile: str = "FROM debia
     return root
 
 
-def containers(task_ids: list[str]) -> list:
-    client = docker.from_env()
-    return [c for t in task_ids for c in client.containers.list(all=True, filters={"label": f"metaopt.task_id={t}"})]
+def containers(task_ids: list[str]) -> list[dict]:
+    """Containers of these (unique) task ids; the low-level list: no per-container inspect that
+    a container removed meanwhile would fail."""
+    api = docker.from_env().api
+    return [c for t in task_ids for c in api.containers(all=True, filters={"label": f"metaopt.task_id={t}"})]
 
 
 def wait_for(check, timeout: float, what: str):
@@ -245,7 +247,7 @@ def test_optimizer_on_ray_survives_a_killed_driver_and_resumes_only_unfinished_t
         exp = wait_for(lambda: next((w for line in lines for w in line.split() if w.startswith("exp-")), None),
                        120, "the experiment id").rstrip(":")
         # train runs before validation: once a validation container exists, train's trials are in the store
-        wait_for(lambda: docker.from_env().containers.list(
+        wait_for(lambda: docker.from_env().api.containers(
             all=True, filters={"label": f"metaopt.run_id={exp}/c0:validation"}), 300, "the validation split")
         proc.send_signal(signal.SIGKILL)  # no cleanup, no end_run: as if the machine died
         proc.wait(30)
@@ -265,7 +267,7 @@ def test_optimizer_on_ray_survives_a_killed_driver_and_resumes_only_unfinished_t
         run_ids = [r["run_id"] for r in s.rows("SELECT DISTINCT run_id FROM trials")]
     assert {k: after[k] for k in before} == before, "no finished trial ran again"
     assert len(after) > len(before) and all(h.get("ray_node_id") for h in hw)
-    left = [c for rid in run_ids for c in docker.from_env().containers.list(
+    left = [c for rid in run_ids for c in docker.from_env().api.containers(
         all=True, filters={"label": f"metaopt.run_id={rid}"})]
     assert left == [], "what the killed driver's trials left was cleaned up by the resumed run"
 
