@@ -71,6 +71,16 @@ def containers(task_ids: list[str]) -> list[dict]:
     return [c for t in task_ids for c in api.containers(all=True, filters={"label": f"metaopt.task_id={t}"})]
 
 
+def remove(task_ids: list[str]) -> None:
+    """What a failed test's killed driver left (the ids are unique to the test)."""
+    api = docker.from_env().api
+    for c in containers(task_ids):
+        try:
+            api.remove_container(c["Id"], force=True)
+        except docker.errors.NotFound:
+            pass
+
+
 def wait_for(check, timeout: float, what: str):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -170,6 +180,8 @@ def test_a_worker_killed_mid_trial_is_retried_and_the_trial_completes(cluster, t
         stdout, stderr = proc.communicate(timeout=300)
     finally:
         proc.kill()
+        leftovers = containers([name])
+        remove([name])
     assert proc.returncode == 0, stderr
     [t] = json.loads(stdout)["tasks"]
     assert (t["status"], t["score"]) == ("passed", 1.0)
@@ -177,7 +189,7 @@ def test_a_worker_killed_mid_trial_is_retried_and_the_trial_completes(cluster, t
         [row] = s.rows("SELECT infra_errors, hardware FROM trials")
     [failure] = json.loads(row["infra_errors"])
     assert "WorkerCrashedError" in failure["error"] and failure["ray_node_id"]
-    assert containers([name]) == [], "the killed attempt's container is gone"
+    assert leftovers == [], "the killed attempt's container is gone"
 
 
 def test_a_node_that_dies_mid_trial_is_left_and_the_trial_completes_on_another(tmp_path):
@@ -199,6 +211,8 @@ def test_a_node_that_dies_mid_trial_is_left_and_the_trial_completes_on_another(t
             stdout, stderr = proc.communicate(timeout=300)
         finally:
             proc.kill()
+            leftovers = containers([name])
+            remove([name])
     assert proc.returncode == 0, stderr
     [t] = json.loads(stdout)["tasks"]
     assert (t["status"], t["score"]) == ("passed", 1.0)
@@ -206,7 +220,7 @@ def test_a_node_that_dies_mid_trial_is_left_and_the_trial_completes_on_another(t
         [row] = s.rows("SELECT infra_errors, hardware FROM trials")
     [failure] = json.loads(row["infra_errors"])
     assert failure["ray_node_id"] and failure["ray_node_id"] != json.loads(row["hardware"])["ray_node_id"]
-    assert containers([name]) == []
+    assert leftovers == []
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
@@ -224,8 +238,10 @@ def test_interrupt_cancels_the_ray_tasks_and_leaves_no_container(cluster, tmp_pa
         _, stderr = proc.communicate(timeout=120)
     finally:
         proc.kill()
+        leftovers = containers(names)
+        remove(names)
     assert proc.returncode == 130, stderr
-    assert containers(names) == []
+    assert leftovers == []
     wait_for(lambda: not cluster.busy_workers("trial_on_node"), 30, "the cancelled tasks to end")
     with Store(db, read_only=True) as s:
         assert s.rows("SELECT status FROM runs") == [{"status": "interrupted"}]
@@ -253,6 +269,16 @@ def test_optimizer_on_ray_survives_a_killed_driver_and_resumes_only_unfinished_t
         proc.wait(30)
     finally:
         proc.kill()
+    try:
+        check_resume(cluster, db, exp)
+    finally:  # what the killed driver left, if the resume did not remove it
+        api = docker.from_env().api
+        for c in api.containers(all=True, filters={"label": "metaopt.managed=true"}):
+            if (c.get("Labels") or {}).get("metaopt.run_id", "").startswith(exp + "/"):
+                api.remove_container(c["Id"], force=True)
+
+
+def check_resume(cluster: RayCluster, db: Path, exp: str) -> None:
     with Store(db, read_only=True) as s:
         before = {r["trial_id"]: r["finished_at"] for r in s.rows("SELECT trial_id, finished_at FROM trials")}
         [cfg] = s.rows("SELECT config FROM experiments WHERE experiment_id = ?", [exp])
