@@ -1,7 +1,8 @@
 """Proposers turn a parent harness and evidence from its failing train trials into a Revision.
 
-Implementations, one per file, looked up by name: `heuristic` (no model) and `llm` (a meta-agent
-driven by a model). A meta-model string that names a model (`provider/model`, e.g.
+Implementations, one per file, looked up by name: `heuristic` (no model), `placebo` (the negative
+control: a neutral sentence appended to the system prompt) and `llm` (a meta-agent driven by a
+model). A meta-model string that names a model (`provider/model`, e.g.
 `anthropic/claude-opus-4-1` or `fake/script:PATH`) selects `llm` with that model.
 """
 
@@ -10,6 +11,7 @@ from __future__ import annotations
 from meta_agent.proposers.base import Evidence, Proposer, Revision
 
 PROPOSERS = {"heuristic": "meta_agent.proposers.heuristic:HeuristicProposer",
+             "placebo": "meta_agent.proposers.placebo:PlaceboProposer",
              "llm": "meta_agent.proposers.llm:LLMProposer"}
 
 
