@@ -43,18 +43,18 @@ class SequentialRule(BaseModel):
     """Each confirmation gets this share of the alpha still unspent: alpha_j = alpha s (1 - s)^(j-1)."""
     min_effect: float = Field(0.05, ge=0.0, le=1.0)
     """Smallest selection gain worth confirming, in score units (0.05 = 5 points)."""
-    select_z: float = 1.0
+    select_z: float = 0.8
     """With all K rounds in, the selection gain must be >= select_z noise-floor SEs."""
-    futility_z: float = 1.0
+    futility_z: float = 0.875
     """A selection look at information t (trials so far / K n) stops when z < futility_z sqrt(t)."""
     early_z: float = Field(3.0, gt=0.0)
     """A selection look on all tasks passes early when z >= early_z (and the gain >= min_effect)."""
     confirm_rounds: int | None = Field(None, ge=1)
-    """Fresh child trials per task in the confirmation; None: 3 K."""
+    """Fresh child trials per task in the confirmation; None: 4 K."""
     reserve_ratio: float = Field(2.0, ge=1.0)
     """Parent reserve trials per child confirmation trial (the reserve is shared by all of the
     parent's children and grows only as far as a confirmation needs)."""
-    looks: tuple[float, ...] = (1 / 3, 2 / 3, 1.0)
+    looks: tuple[float, ...] = (1 / 6, 1 / 2, 1.0)
     """Confirmation looks, as fractions of confirm_rounds; the last must be 1."""
     interim_share: float = Field(0.1, ge=0.0, lt=1.0)
     """Share of alpha_j the interim looks spend together (split evenly); the last look gets the rest."""
@@ -66,7 +66,7 @@ class SequentialRule(BaseModel):
     """Fewest tasks scored on both sides that a final look may rest on, else inconclusive."""
 
     def rounds(self, k: int) -> int:
-        return self.confirm_rounds or 3 * k
+        return self.confirm_rounds or 4 * k
 
     def confirm_plan(self, k: int) -> list[tuple[int, int]]:
         """(child rounds, parent reserve rounds) at each confirmation look."""
@@ -117,6 +117,8 @@ class Look(BaseModel):
     delta: float
     """Mean per-task gain, child minus parent, over the tasks both sides scored."""
     se: float
+    """select: from the baseline's noise floor; confirm: from the within-task variance of the
+    confirmation's own trials (the exact test does not use it; the estimate and the reason do)."""
     z: float
     threshold: float
     """select: the z the look needed to pass; confirm: the p-value level of this look."""
@@ -161,7 +163,7 @@ def _compare(parent: Scores, child: Scores, tasks: list[str]) -> tuple[float, di
             per[t] = sum(c) / len(c) - sum(p) / len(p)
             inv_k += 1 / len(p) + 1 / len(c)
             kc, kp = max(kc, len(c)), max(kp, len(p))
-    delta = sum(per.values()) / len(per) if per else 0.0
+    delta = math.fsum(per.values()) / len(per) if per else 0.0
     return delta, per, inv_k, kc, kp
 
 
@@ -175,6 +177,17 @@ def _se(noise: NoiseFloor, per: dict[str, float], inv_k: float) -> float:
     if not noise.measured and n >= 2:
         se = max(se, math.sqrt(_var(list(per.values())) / n))
     return se
+
+
+def _within_var(samples: list[list[float | None]]) -> float | None:
+    """Within-task trial variance pooled over samples (dof-weighted); None without 2 scored trials."""
+    num = dof = 0.0
+    for xs in samples:
+        x = _scored(xs)
+        if len(x) >= 2:
+            num += _var(x) * (len(x) - 1)
+            dof += len(x) - 1
+    return num / dof if dof else None
 
 
 def _z(delta: float, se: float) -> float:
@@ -227,7 +240,8 @@ def confirm_look(reserve: Scores, child: Scores, noise: NoiseFloor, tasks: list[
     """One confirmation look: child's fresh trials vs the parent's reserve. Never raises."""
     delta, per, inv_k, kc, kp = _compare(reserve, child, tasks)
     n = len(per)
-    se = _se(noise, per, inv_k)
+    within = _within_var([child[t] for t in per] + [reserve[t] for t in per])
+    se = math.sqrt(within * inv_k) / n if within is not None and n else _se(noise, per, inv_k)
     p, method = stratified_p_value({t: child[t] for t in per}, {t: reserve[t] for t in per}, seed=seed)
     level = rule.look_level(alpha_j, look, n_looks)
     coverage = n / len(tasks) if tasks else 0.0
