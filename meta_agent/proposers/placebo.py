@@ -33,6 +33,9 @@ def sentence(i: int) -> str:
 class PlaceboProposer:
     name = "placebo"
 
+    def __init__(self, model: str | None = None, base_url: str | None = None):
+        """No model: `model` and `base_url` are accepted (the registry's signature) and unused."""
+
     def propose(self, parent: Harness, evidence: Evidence, tried: set[str]) -> Revision | None:
         """The parent with the first neutral sentence it does not hold yet, and whose child is not
         in `tried`, appended to its system prompt (after a blank line). Never None: the supply is
