@@ -104,10 +104,9 @@ def _binary_p(pairs: list[tuple[list[float], list[float]]]) -> float:
         obs += w * k
         lo, pmf = _hypergeom(len(c) + len(p), k + round(sum(p)), len(c))
         new = [0.0] * (len(dist) + w * (lo + len(pmf) - 1))
-        for a, pa in enumerate(dist):
-            if pa:
-                for i, pi in enumerate(pmf):
-                    new[a + w * (lo + i)] += pa * pi
+        for i, pi in enumerate(pmf):  # shift-and-add per outcome: list comprehensions, not a double loop
+            o = w * (lo + i)
+            new[o:o + len(dist)] = [x + pi * d for x, d in zip(new[o:o + len(dist)], dist)]
         dist = new
     return min(1.0, math.fsum(dist[obs:]))
 

@@ -25,8 +25,9 @@ FLOOR = NoiseFloor.measure(const([0.4, 0.5, 0.6]))  # pooled variance 0.01
 
 
 def test_rule_defaults_and_plans():
-    assert RULE.rounds(3) == 9 and RULE.rounds(1) == 3
-    assert RULE.confirm_plan(3) == [(3, 6), (6, 12), (9, 18)]
+    assert RULE.rounds(3) == 12 and RULE.rounds(1) == 4
+    assert RULE.confirm_plan(3) == [(2, 4), (6, 12), (12, 24)]
+    assert RULE.confirm_plan(1) == [(1, 2), (2, 4), (4, 8)]
     assert SequentialRule(confirm_rounds=2, looks=(0.5, 1.0), reserve_ratio=1.5).confirm_plan(3) == [(1, 2), (2, 3)]
     assert RULE.look_level(0.04, 1, 3) == pytest.approx(0.002) and RULE.look_level(0.04, 3, 3) == pytest.approx(0.036)
     assert RULE.look_level(0.04, 1, 1) == 0.04
@@ -34,7 +35,7 @@ def test_rule_defaults_and_plans():
     assert selection_plan(["a"], 1) == [(["a"], 1)]
     text = rule_text(RULE, 3)
     for words in ("experiment-wise alpha = 0.05", "spends no alpha", "alpha_j = 0.05 x 0.8 x 0.2^(j-1)",
-                  "3, 6, 9 child trials", "never counted as 0", "reserve of 2x", "K = 3"):
+                  "2, 6, 12 child trials", "never counted as 0", "reserve of 2x", "K = 3"):
         assert words in text
 
 
@@ -53,9 +54,9 @@ def test_select_look_outcomes():
     assert flat.outcome == "futile" and flat.reason.startswith("select look 2: futility")
     # Final look: pass needs gain >= min_effect and z >= select_z.
     final = select_look(parent, const([0.6, 0.6, 0.6]), FLOOR, TASKS, 4, 1.0, True, RULE, 10)
-    assert final.outcome == "pass" and final.threshold == 1.0
+    assert final.outcome == "pass" and final.threshold == 0.8
     small = select_look(parent, const([0.54, 0.54, 0.54]), FLOOR, TASKS, 4, 1.0, True, RULE, 10)
-    assert small.outcome == "reject" and small.z > 1.0  # significant but below min_effect
+    assert small.outcome == "reject" and small.z > 0.8  # significant but below min_effect
     assert small.reason.startswith("select look 4: reject: gain +0.040")
     errors = {t: ([0.9] * 3 if i < 5 else [None] * 3) for i, t in enumerate(TASKS)}
     inc = select_look(parent, errors, FLOOR, TASKS, 4, 1.0, True, RULE, 10)
@@ -132,7 +133,7 @@ def test_validate_accepts_a_clear_gain_and_records_every_look():
     assert v.looks[-1].alpha_j == pytest.approx(0.04) and v.reason.startswith("accept: confirm look")
     last_select = [lk for lk in v.looks if lk.stage == "select"][-1]
     assert v.estimate is not None and v.estimate.selection_gain == last_select.delta
-    assert 0 < v.trials_run <= v.trials_max == 30 + 90 + 180
+    assert 0 < v.trials_run <= v.trials_max == 30 + 120 + 240
 
 
 def test_validate_drops_a_noop_at_selection_without_spending_alpha():
