@@ -119,7 +119,8 @@ class Look(BaseModel):
     se: float
     """select: from the baseline's noise floor; confirm: from the within-task variance of the
     confirmation's own trials (the exact test does not use it; the estimate and the reason do)."""
-    z: float
+    z: float | None
+    """delta / se; None when se is 0 (then any gain counts as infinitely many SEs)."""
     threshold: float
     """select: the z the look needed to pass; confirm: the p-value level of this look."""
     n_tasks: int
@@ -135,6 +136,8 @@ class Look(BaseModel):
     alpha_j: float | None = None
     alpha_spent: float = 0.0
     """Experiment alpha committed once this look was taken (selection looks spend none)."""
+    estimate: GainEstimate | None = None
+    """On the look that accepts: the gain, selection taken into account."""
     reason: str
 
 
@@ -194,6 +197,10 @@ def _z(delta: float, se: float) -> float:
     return delta / se if se > 0 else (math.inf if delta > 0 else 0.0)
 
 
+def _finite(z: float) -> float | None:
+    return z if math.isfinite(z) else None
+
+
 def selection_plan(tasks: list[str], k: int) -> list[tuple[list[str], int]]:
     """(tasks, rounds) at each selection look: the first half of the tasks (in the order given) at
     round 1, then all tasks at rounds 1..K."""
@@ -230,7 +237,7 @@ def select_look(parent: Scores, child: Scores, noise: NoiseFloor, tasks: list[st
             out, why = "futile", f"futility: gain {delta:+.3f} = {z:.2f} SE < {bound:.2f} SE on {where}"
         else:
             out, why = "continue", f"continue: gain {delta:+.3f} = {z:.2f} SE >= {bound:.2f} SE on {where}"
-    return Look(stage="select", look=look, outcome=out, delta=delta, se=se, z=z, threshold=bound, n_tasks=n,
+    return Look(stage="select", look=look, outcome=out, delta=delta, se=se, z=_finite(z), threshold=bound, n_tasks=n,
                 n_validation=n_validation, coverage=coverage, child_trials=kc, parent_trials=kp,
                 reason=f"select look {look}: {why}; selection spends no alpha")
 
@@ -260,7 +267,7 @@ def confirm_look(reserve: Scores, child: Scores, noise: NoiseFloor, tasks: list[
               f"(confirmation {j} of the experiment, alpha_j = {alpha_j:.4g}; {spent:.4g} of alpha "
               f"{rule.alpha:g} committed); fresh gain {delta:+.3f} (SE {se:.3f}) on {n}/{len(tasks)} tasks, "
               f"{kc} child / {kp} reserve trials per task; {method}{cover}")
-    return Look(stage="confirm", look=look, outcome=out, delta=delta, se=se, z=_z(delta, se), threshold=level,
+    return Look(stage="confirm", look=look, outcome=out, delta=delta, se=se, z=_finite(_z(delta, se)), threshold=level,
                 n_tasks=n, n_validation=len(tasks), coverage=coverage, child_trials=kc, parent_trials=kp,
                 p_value=p, method=method, j=j, alpha_j=alpha_j, alpha_spent=spent, reason=reason)
 
@@ -306,6 +313,9 @@ def validate(candidate: str, tasks: list[str], parent_val: Scores, noise: NoiseF
         run_conf, run_res = kc * n, max(0, kr - reserve_have) * n
         last = confirm_look(p, c, noise, tasks, i, len(cplan), j, alpha_j, spending.spent, rule,
                             seed_for(candidate, "confirm", i))
+        if last.outcome == "accept":
+            last = last.model_copy(update={"estimate": conditional_estimate(
+                last.delta, last.se, z_critical(last.threshold), selection_gain=sel.delta)})
         looks.append(last)
         on_look(last)
         if last.outcome != "continue":
@@ -316,6 +326,5 @@ def validate(candidate: str, tasks: list[str], parent_val: Scores, noise: NoiseF
         outcome = "inconclusive" if last.outcome == "inconclusive" else "reject"
         return Verdict(outcome=outcome, looks=looks, trials_run=run, trials_max=trials_max, estimate=None,
                        spending=spending, reason=f"{outcome}: {last.reason}")
-    est = conditional_estimate(last.delta, last.se, z_critical(last.threshold), selection_gain=sel.delta)
-    return Verdict(outcome="accept", looks=looks, trials_run=run, trials_max=trials_max, estimate=est,
+    return Verdict(outcome="accept", looks=looks, trials_run=run, trials_max=trials_max, estimate=last.estimate,
                    spending=spending, reason=f"accept: {last.reason}")
