@@ -203,7 +203,7 @@ def conditional_estimate(delta: float, se: float, z_crit: float, selection_gain:
                             low=delta, high=delta, se=max(se, 0.0), note=note + "; SE 0: no adjustment")
     z, c = delta / se, min(delta / se, z_crit)
     tail = (1.0 - level) / 2
-    clip = lambda v: max(-1.0, min(1.0, v * se))  # noqa: E731
+    clip = lambda v: max(-1.0, min(1.0, v * se))
     return GainEstimate(selection_gain=selection_gain, confirmation_gain=delta,
                         adjusted_gain=clip(_solve(z, c, 0.5)), low=clip(_solve(z, c, tail)),
                         high=clip(_solve(z, c, 1.0 - tail)), se=se, note=note)

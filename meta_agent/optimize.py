@@ -23,8 +23,8 @@ from typing import Any, Callable
 from benchmarks.task import Task
 from evaluation import HarnessAgent, TrialResult, run_eval
 from evaluation.runner import Executor
-from meta_agent.config import RunConfig
 from meta_agent import staged
+from meta_agent.config import RunConfig
 from meta_agent.gate import NoiseFloor, Scores, confidence_interval, screen
 from meta_agent.guard import Guard
 from meta_agent.ledger import Ledger

@@ -21,12 +21,19 @@ pass early or look as often as it likes. Pure: trials come in through callables 
 from __future__ import annotations
 
 import math
-from typing import Callable, Literal
+from collections.abc import Callable
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from meta_agent.error_control import (AlphaSpending, GainEstimate, conditional_estimate, seed_for,
-                                      stratified_p_value, z_critical)
+from meta_agent.error_control import (
+    AlphaSpending,
+    GainEstimate,
+    conditional_estimate,
+    seed_for,
+    stratified_p_value,
+    z_critical,
+)
 from meta_agent.gate import NoiseFloor, Scores, _scored, _var
 
 Outcome = Literal["continue", "futile", "pass", "reject", "inconclusive", "accept"]
@@ -55,7 +62,7 @@ class SequentialRule(BaseModel):
     """Parent reserve trials per child confirmation trial (the reserve is shared by all of the
     parent's children and grows only as far as a confirmation needs)."""
     looks: tuple[float, ...] = (1 / 6, 1 / 2, 1.0)
-    """Confirmation looks, as fractions of confirm_rounds; the last must be 1."""
+    """Confirmation looks, as fractions of confirm_rounds (all of them is always the last look)."""
     interim_share: float = Field(0.1, ge=0.0, lt=1.0)
     """Share of alpha_j the interim looks spend together (split evenly); the last look gets the rest."""
     futility_p: float = Field(0.5, gt=0.0, le=1.0)
@@ -151,7 +158,9 @@ class Verdict(BaseModel):
     trials_run: int
     """Validation trials this decision ran: child selection + child confirmation + new parent reserve."""
     trials_max: int
-    """What it could have run had no look stopped it (the reserve counted as far as it was missing)."""
+    """What the stages it entered would have run had none of their looks stopped early: K n for
+    selection, plus, once a confirmation began, its full child trials and the reserve trials it
+    would have added. trials_max - trials_run is the budget the early stops saved."""
     estimate: GainEstimate | None
     spending: AlphaSpending
     reason: str
@@ -298,11 +307,12 @@ def validate(candidate: str, tasks: list[str], parent_val: Scores, noise: NoiseF
             break
     assert sel is not None
     cplan = rule.confirm_plan(k)
-    trials_max = k * n + cplan[-1][0] * n + max(0, cplan[-1][1] - reserve_have) * n
+    trials_max = k * n
     if sel.outcome != "pass":
         outcome = "inconclusive" if sel.outcome == "inconclusive" else "reject"
         return Verdict(outcome=outcome, looks=looks, trials_run=run_sel, trials_max=trials_max, estimate=None,
                        spending=spending, reason=f"{outcome}: {sel.reason}")
+    trials_max += cplan[-1][0] * n + max(0, cplan[-1][1] - reserve_have) * n
     spending = spending.begin(candidate)
     j = spending.index(candidate)
     alpha_j = spending.level(j)

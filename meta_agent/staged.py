@@ -65,7 +65,7 @@ def judge(exp: Experiment, c: Candidate, parent: Candidate, parent_val: Scores, 
                             threshold=look.threshold, n_tasks=look.n_tasks, coverage=look.coverage,
                             details=look.model_dump(mode="json"),
                             alpha_spent=look.alpha_j if first_confirm else 0.0)
-        exp.say(f"  {look.stage} {look.look}: {look.reason}")
+        exp.say(f"  {look.reason}")
 
     reserve = exp.ledger.trials(pid, "reserve")
     have = min((sum(r.task_id == t for r in reserve) for t in val), default=0)

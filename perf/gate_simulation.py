@@ -29,7 +29,7 @@ import argparse
 import json
 import math
 import time
-from functools import lru_cache
+from functools import cache, lru_cache
 
 import numpy as np
 
@@ -86,7 +86,7 @@ def decide_vec(p_val: np.ndarray, c_val: np.ndarray, pooled: np.ndarray) -> tupl
     return (delta >= FIXED.min_effect) & (delta > FIXED.z * se), delta
 
 
-@lru_cache(maxsize=None)
+@cache
 def _pmf(total: int, succ: int, drawn: int) -> np.ndarray:
     lo, hi = max(0, succ - (total - drawn)), min(drawn, succ)
     pm = np.zeros(hi + 1)
@@ -362,7 +362,7 @@ def markdown(report: dict) -> str:
     lines = [head, "|" + "---|" * 9]
     for c in report["conditions"]:
         f, s = c["fixed"], c["staged"]
-        pw = lambda g: " / ".join(f"{g['power_first_proposal'][x][0]:.2f}" for x in ("+5", "+10", "+20"))  # noqa: E731
+        pw = lambda g: " / ".join(f"{g['power_first_proposal'][x][0]:.2f}" for x in ("+5", "+10", "+20"))
         lines.append(
             f"| {c['flaky_share']:.0%} | {c['k']} | {c['n_validation']} | "
             f"{f['experiment_wise_false_accept']['30'][0]:.3f} / {s['experiment_wise_false_accept']['30'][0]:.3f} | "
