@@ -114,3 +114,15 @@ def test_placebo_appends_a_different_neutral_sentence_each_time():
     first = placebo.propose(parent, None, {parent.content_hash()})
     second = placebo.propose(parent, None, {parent.content_hash(), first.harness.content_hash()})
     assert first.harness.prompts.system != second.harness.prompts.system
+
+
+@pytest.mark.parametrize("command", ["run", "eval"])
+def test_a_bad_flaky_probability_is_one_line_exit_2_before_anything_runs(tmp_path, command):
+    from _docker_fixtures import metaopt
+
+    extra = ["--meta-model", "placebo"] if command == "run" else []
+    r = metaopt(command, "--benchmark", "terminalbench-sample", "--model", "fake/flaky:1.5", *extra,
+                "--db", str(tmp_path / "x.duckdb"))
+    assert r.returncode == 2, r.stderr
+    assert "--model" in r.stderr and "between 0 and 1" in r.stderr and "Traceback" not in r.stderr
+    assert not (tmp_path / "x.duckdb").exists()
