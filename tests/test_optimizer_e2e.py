@@ -164,6 +164,7 @@ def test_split_that_leaves_a_set_empty(tmp_path):
     assert not (tmp_path / "e.duckdb").exists()
 
 
+@pytest.mark.timeout(2400)  # the run's own limit below: 5-12 min depending on the machine's load
 def test_the_sample_benchmark_run_from_the_readme_improves_the_test_score(tmp_path):
     """The issue's offline end-to-end command, on the shipped sample tasks (several minutes)."""
     minimal = Path(__file__).parents[1] / "harnesses" / "minimal"
