@@ -3,9 +3,11 @@ as it was by `--resume`. The CLI's defaults are these fields' defaults (defined 
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from typing import Any
 
-from meta_agent.gate import GateRule
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from meta_agent.sequential import SequentialRule
 
 
 class RunConfig(BaseModel):
@@ -51,8 +53,18 @@ class RunConfig(BaseModel):
     """Server for openai-compatible/ models (else OPENAI_BASE_URL)."""
     gpus: int | None = Field(None, ge=0)
     """GPUs per task container (`--gpus`); None: what each task asks."""
-    gate: GateRule = GateRule()
-    """The acceptance rule's parameters."""
+    gate: SequentialRule = SequentialRule()
+    """The staged gate's parameters (meta_agent.sequential): experiment-wise alpha, selection and
+    confirmation settings."""
+
+    @field_validator("gate", mode="before")
+    @classmethod
+    def _fixed_gate_settings(cls, v: Any) -> Any:
+        """An experiment stored before the staged gate has the fixed gate's settings: keep what
+        carries over (min_effect, min_coverage, min_tasks), drop its z."""
+        if isinstance(v, dict) and "z" in v:
+            return {k: x for k, x in v.items() if k in ("min_effect", "min_coverage", "min_tasks")}
+        return v
 
 
 def default(field: str):

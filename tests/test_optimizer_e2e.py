@@ -58,8 +58,10 @@ def test_heuristic_run_improves_the_sealed_test_score_and_explains_itself(tmp_pa
     assert out["best_candidate"] == kept[-1]["candidate_id"]
     assert "turn limit" in kept[0]["rationale"] and "max_turns" in kept[0]["diff"]
     accepted = [d for d in decisions if d["outcome"] == "accept"]
-    assert accepted and all("validation gain" in d["reason"] and "inconclusive" in d["rule"] for d in accepted)
-    assert {d["stage"] for d in decisions} >= {"screen", "validation"}
+    assert accepted and all("fresh gain" in d["reason"] and "alpha_j" in d["reason"] and "inconclusive" in d["rule"]
+                            for d in accepted)
+    assert {d["stage"] for d in decisions} >= {"screen", "select", "confirm"}
+    assert out["best_validation_gain"]["note"].startswith("selection gain is optimistic")
     assert set(splits) == {"train", "validation", "test"} and all(splits.values())
     assert len(shown) <= 1  # only the final best is evaluated on test
 
@@ -180,5 +182,5 @@ def test_the_sample_benchmark_run_from_the_readme_improves_the_test_score(tmp_pa
     assert out["best_test_score"] > out["baseline_test_score"] and out["accepted"] >= 1
     with Store(tmp_path / "s.duckdb", read_only=True) as s:
         rows = s.rows("SELECT c.status, g.stage, g.outcome, g.reason FROM candidates c JOIN gate_decisions g "
-                      "USING (candidate_id) WHERE c.status = 'accepted' AND g.stage = 'validation'")
-    assert rows and all(x["outcome"] == "accept" and "validation gain" in x["reason"] for x in rows)
+                      "USING (candidate_id) WHERE c.status = 'accepted' AND g.stage = 'confirm' AND g.outcome = 'accept'")
+    assert rows and all("fresh gain" in x["reason"] for x in rows)

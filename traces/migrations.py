@@ -164,4 +164,11 @@ MIGRATIONS: list[tuple[str, str]] = [
         ALTER TABLE trials ADD COLUMN split VARCHAR;
         """,
     ),
+    (
+        "0004_stats_alpha_and_saved_trials",
+        """
+        ALTER TABLE gate_decisions ADD COLUMN alpha_spent DOUBLE;  -- experiment alpha this row committed (0: none)
+        ALTER TABLE budget_ledger ADD COLUMN trials INTEGER;       -- kind 'saved': validation trials not run
+        """,
+    ),
 ]
