@@ -67,14 +67,16 @@ def test_heuristic_run_improves_the_sealed_test_score_and_explains_itself(tmp_pa
 
 
 def test_kill_9_then_resume_reruns_nothing(tmp_path):
-    ds, db = make_tasks(tmp_path / "ds"), tmp_path / "k.duckdb"
+    prefix = f"kill9-{secrets.token_hex(3)}"  # task ids no other run on this daemon has
+    ds, db = make_tasks(tmp_path / "ds", prefix=prefix), tmp_path / "k.duckdb"
     proc = subprocess.Popen([sys.executable, "-m", "meta_agent.cli", "run", *args(ds, db)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     client = docker.from_env()
     deadline = time.monotonic() + 600
     while time.monotonic() < deadline:  # kill once the first proposal is being evaluated
         listed = client.api.containers(filters={"label": "metaopt.managed=true"})  # no per-container inspect: they come and go
-        if any("/c1:" in (c.get("Labels") or {}).get("metaopt.run_id", "") for c in listed):
+        if any("/c1:" in (c.get("Labels") or {}).get("metaopt.run_id", "")
+               and (c.get("Labels") or {}).get("metaopt.task_id", "").startswith(prefix) for c in listed):
             break
         time.sleep(0.2)
     else:
