@@ -106,6 +106,9 @@ class HarnessAgent:
         context = None
         if self.model_name == "fake/solution":
             context = {"solution_commands": _stage_solution(task, sandbox)}
+        elif self.model_name.startswith("fake/flaky:"):  # stages the solution only on trials it replays
+            context = {"trial_id": (ids or {}).get("trial_id"),
+                       "stage_solution": lambda: _stage_solution(task, sandbox)}
         model = get_model(self.model_name, base_url=self.base_url, context=context)
         wrap_call = None
         trace_id = None

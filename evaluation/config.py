@@ -68,8 +68,10 @@ class EvalConfig(BaseModel):
                 raise UserError(f"unknown agent '{name}' (known: {', '.join(AGENTS)})", field="--agent")
             return AGENTS[name]()
         harness = _about("--harness", lambda: load_harness(resolve_harness(self.harness or "baseline")))
-        if self.model != "fake/solution":  # fake/solution needs a task; everything else is checked now
-            _about("--model", lambda: get_model(self.model, base_url=self.base_url))
+        from task_agent.models.fake import needs_task
+
+        # fake/solution and fake/flaky:P are built per trial from the task; everything else is checked now
+        _about("--model", lambda: needs_task(self.model) or get_model(self.model, base_url=self.base_url))
         return HarnessAgent(harness, self.model, base_url=self.base_url)
 
 

@@ -3,9 +3,11 @@ as it was by `--resume`. The CLI's defaults are these fields' defaults (defined 
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from typing import Any
 
-from meta_agent.gate import GateRule
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from meta_agent.sequential import SequentialRule
 
 
 class RunConfig(BaseModel):
@@ -55,8 +57,18 @@ class RunConfig(BaseModel):
     """Where trials run: local (a thread pool here) or ray (Ray tasks on a cluster's nodes)."""
     ray_address: str | None = None
     """The Ray cluster for executor ray (the head's host:port); None: RAY_ADDRESS, else a new local Ray."""
-    gate: GateRule = GateRule()
-    """The acceptance rule's parameters."""
+    gate: SequentialRule = SequentialRule()
+    """The staged gate's parameters (meta_agent.sequential): experiment-wise alpha, selection and
+    confirmation settings."""
+
+    @field_validator("gate", mode="before")
+    @classmethod
+    def _fixed_gate_settings(cls, v: Any) -> Any:
+        """An experiment stored before the staged gate has the fixed gate's settings: keep what
+        carries over (min_effect, min_coverage, min_tasks), drop its z."""
+        if isinstance(v, dict) and "z" in v:
+            return {k: x for k, x in v.items() if k in ("min_effect", "min_coverage", "min_tasks")}
+        return v
 
 
 def default(field: str):

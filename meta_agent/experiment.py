@@ -61,9 +61,10 @@ def plan_experiment(cfg: RunConfig, harness: str, tasks: list | None = None) -> 
     return Plan(cfg, harness, start, tasks, splits)
 
 
-def start_experiment(plan: Plan, *, store: Store, **kw: Any) -> Experiment:
-    """Record `plan` as a new experiment in `store` and return it, ready to run."""
-    exp_id = new_experiment_id()
+def start_experiment(plan: Plan, *, store: Store, experiment_id: str | None = None, **kw: Any) -> Experiment:
+    """Record `plan` as a new experiment in `store` and return it, ready to run. `experiment_id`:
+    a fixed id (trial ids derive from it; e.g. to replay a fake/flaky experiment exactly)."""
+    exp_id = experiment_id or new_experiment_id()
     Ledger(store, exp_id).create(plan.cfg.benchmark, {"run": plan.cfg.model_dump(mode="json"),
                                                       "harness": plan.harness_name}, plan.splits)
     return Experiment(plan.cfg, plan.tasks, plan.splits, plan.start, store=store, experiment_id=exp_id, **kw)

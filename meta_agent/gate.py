@@ -4,6 +4,10 @@ Pure functions, no I/O, never raise on well-typed input. Scores are per-task tri
 [0, 1], higher is better; None marks a trial that errored (infra), which lowers coverage and is
 never counted as 0. Two stages: `screen` (cheap, on train tasks the parent failed) and `decide`
 (paired test on the validation tasks, against a noise floor measured from repeated baseline runs).
+
+The optimizer screens with `screen`, then validates with the staged gate (meta_agent.sequential),
+which controls the error of the whole experiment; `decide` controls one decision only and stays
+as the fixed gate that perf/gate_simulation compares against.
 """
 
 from __future__ import annotations

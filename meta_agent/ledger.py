@@ -55,12 +55,19 @@ class Ledger:
     # -- decisions and spend ---------------------------------------------------------------
     def decision(self, cid: str, parent_id: str | None, stage: str, outcome: str, reason: str, rule: str,
                  **numbers: Any) -> None:
+        numbers.setdefault("alpha_spent", 0.0)  # only a confirmation's first look commits alpha
         self.store.insert(GateDecision(experiment_id=self.id, candidate_id=cid, parent_id=parent_id, stage=stage,
                                        outcome=outcome, reason=reason, rule=rule, decided_at=now(), **numbers))
 
-    def spend(self, kind: str, cid: str | None, ref: str, usd: float | None, tokens_in: int = 0, tokens_out: int = 0) -> None:
+    def spend(self, kind: str, cid: str | None, ref: str, usd: float | None, tokens_in: int = 0, tokens_out: int = 0,
+              trials: int | None = None) -> None:
         self.store.insert(Spend(experiment_id=self.id, candidate_id=cid, kind=kind, ref=ref, usd=usd,
-                                input_tokens=tokens_in, output_tokens=tokens_out, recorded_at=now()))
+                                input_tokens=tokens_in, output_tokens=tokens_out, trials=trials, recorded_at=now()))
+
+    def saved_trials(self) -> int:
+        """Validation trials the staged gate's early stops did not run, over the experiment."""
+        return int(self.store.rows("SELECT coalesce(sum(trials), 0) AS n FROM budget_ledger WHERE experiment_id = ? "
+                                   "AND kind = 'saved'", [self.id])[0]["n"])
 
     def spent(self) -> dict[str, float]:
         rows = self.store.rows("SELECT kind, coalesce(sum(usd), 0) AS usd FROM budget_ledger WHERE experiment_id = ? "

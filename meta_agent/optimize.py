@@ -4,7 +4,9 @@
     repeat: parent = strategy.select(); revision = proposer.propose(parent, its failing train trials)
             invalid?  (schema, diff guard, 1-task smoke run)       -> status invalid
             screen    (child on the train tasks the parent failed) -> rejected on fail
-            validate  (child x K on validation; paired gate)       -> accepted | rejected | inconclusive
+            validate  (staged gate, meta_agent.staged: select on the reused validation trials with
+                       early stops, confirm on fresh trials at the experiment's alpha_j)
+                                                                   -> accepted | rejected | inconclusive
     test: baseline and best, x K, once
 
 Every trial is keyed by (experiment, candidate, split, task, attempt) through a deterministic run
@@ -21,22 +23,27 @@ from typing import Any, Callable
 from benchmarks.task import Task
 from evaluation import HarnessAgent, TrialResult, run_eval
 from evaluation.runner import Executor
+from meta_agent import staged
 from meta_agent.config import RunConfig
-from meta_agent.gate import NoiseFloor, Scores, confidence_interval, decide, rule_text, screen
+from meta_agent.gate import NoiseFloor, Scores, confidence_interval, screen
 from meta_agent.guard import Guard
 from meta_agent.ledger import Ledger
 from meta_agent.plot import write_progress_png
 from meta_agent.proposers import Evidence, Revision, get_proposer
 from meta_agent.records import Candidate, CandidateScores, CandidateView
+from meta_agent.sequential import SequentialRule, rule_text
 from meta_agent.strategies import get_strategy
 from task_agent.harness import Harness
 from traces.store import Store
 
 
-def preflight(splits: dict[str, list[str]], k: int) -> dict[str, int]:
-    """Trial counts an experiment commits to: the baseline, each iteration at most, the test."""
-    n_fit = len(splits["train"]) + len(splits["validation"])
-    return {"baseline": n_fit * k, "per_iteration": 1 + n_fit * k, "test": 2 * len(splits["test"]) * k}
+def preflight(splits: dict[str, list[str]], k: int, gate: SequentialRule = SequentialRule()) -> dict[str, int]:
+    """Trial counts an experiment commits to: the baseline, each iteration at most (smoke, screen,
+    every look of the staged gate, a new parent reserve), the test."""
+    n_val = len(splits["validation"])
+    kc, kr = gate.confirm_plan(k)[-1]
+    return {"baseline": (len(splits["train"]) + n_val) * k,
+            "per_iteration": 1 + len(splits["train"]) * k + (k + kc + kr) * n_val, "test": 2 * len(splits["test"]) * k}
 
 
 class Experiment:
@@ -67,8 +74,9 @@ class Experiment:
                           on_trial=lambda r: self._booked(cid, r),
                           stop=None if split == "test" else self._spent_stop)  # the sealed test always runs whole
         scores: Scores = {t: [None] * k for t in task_ids}
-        for r in result.rows:
-            scores[r.task_id][r.attempt] = r.score
+        for r in result.rows:  # the run may hold more (other tasks, later attempts): a later stage ran them
+            if r.task_id in scores and r.attempt < k:
+                scores[r.task_id][r.attempt] = r.score
         return scores, result.rows
 
     def _booked(self, cid: str, r: TrialResult) -> None:
@@ -81,7 +89,8 @@ class Experiment:
         c = self.cfg
         if c.max_trials is not None and self.ledger.trials_run() >= c.max_trials:
             return f"max trials ({c.max_trials}) reached"
-        if c.budget_usd is not None and sum(self.ledger.spent().values()) >= c.budget_usd:
+        spent = self.ledger.spent()
+        if c.budget_usd is not None and spent["task"] + spent["meta"] >= c.budget_usd:
             return "budget spent"
         return None
 
@@ -114,8 +123,8 @@ class Experiment:
 
     def _run(self) -> dict[str, Any]:
         rng = random.Random(self.cfg.seed)
-        rule = rule_text(self.cfg.gate)
         k, train, val = self.cfg.trials, self.splits["train"], self.splits["validation"]
+        rule = rule_text(self.cfg.gate, k)
         cands = self.ledger.candidates()
         if not cands:
             self.ledger.add_candidate(f"{self.id}/c0", self.start, iteration=0, status="baseline")
@@ -190,7 +199,7 @@ class Experiment:
         """What the budget buys, priced from the baseline's own trials."""
         n = self.ledger.trials_run()
         per_trial = self.ledger.spent()["task"] / n if n else 0.0
-        per_iter = preflight(self.splits, k)["per_iteration"]
+        per_iter = preflight(self.splits, k, self.cfg.gate)["per_iteration"]
         line = f"baseline: {n} trials, ${per_trial:.4f} per trial; an iteration runs up to {per_iter} trials"
         if self.cfg.budget_usd is not None and per_trial > 0:
             line += f" (${per_iter * per_trial:.2f}): the budget buys about {int(self.cfg.budget_usd / (per_iter * per_trial))} iterations"
@@ -207,7 +216,7 @@ class Experiment:
         if pid not in self.scores:
             self.scores[pid] = CandidateScores(
                 train=self.evaluate(pid, parent.harness, "train", self.splits["train"], k)[0],
-                validation=self.evaluate(pid, parent.harness, "validation", self.splits["validation"], k)[0])
+                validation=staged.record(self, parent, k))
         p_train, p_val = self.scores[pid].train, self.scores[pid].validation
         failing = failing or [t for t, s in p_train.items() if _mean({t: s}) < 1.0]
 
@@ -231,14 +240,13 @@ class Experiment:
         self.say(f"  screen: {s.reason}")
         if s.outcome == "fail":
             return verdict("rejected", "screen", "fail", s.reason)
-        c_val, _ = self.evaluate(cid, c.harness, "validation", self.splits["validation"], k)
-        d = decide(p_val, c_val, noise, self.cfg.gate)
-        status = {"accept": "accepted", "reject": "rejected", "inconclusive": "inconclusive"}[d.outcome]
+        v, c_val = staged.judge(self, c, parent, p_val, noise, k, rule)  # writes one row per look
+        status = {"accept": "accepted", "reject": "rejected", "inconclusive": "inconclusive"}[v.outcome]
         if status == "accepted":  # it becomes a parent: its full train picture feeds the proposer
             c_train = self.evaluate(cid, c.harness, "train", self.splits["train"], k)[0]
         self.scores[cid] = CandidateScores(train=c_train, validation=c_val)
-        return verdict(status, "validation", d.outcome, d.reason, delta=d.delta, se=d.se, threshold=d.threshold,
-                       n_tasks=d.n_tasks, coverage=d.coverage, details=d.model_dump(mode="json"))
+        self.ledger.set_status(cid, status, v.reason)
+        return c.model_copy(update={"status": status, "status_reason": v.reason})
 
     def _finish(self, base: Candidate, cands: list[Candidate], k: int, stop: str) -> dict[str, Any]:
         best = self._incumbent(cands)
@@ -259,7 +267,9 @@ class Experiment:
             "experiment_id": self.id, "baseline_test_score": bm, "baseline_test_ci": [bl, bh],
             "best_test_score": tm, "best_test_ci": [tl, th], "best_candidate": best.candidate_id,
             "iterations": len(cands) - 1, "accepted": len(accepted), "spend_usd": spent["task"] + spent["meta"],
-            "spend": spent, "stop_reason": stop,
+            "spend": spent, "stop_reason": stop, "validation_trials_saved": self.ledger.saved_trials(),
+            "best_validation_gain": staged.gain_report(self, best),
+            "alpha_committed": staged.spending(self).spent, "alpha": self.cfg.gate.alpha,
             "candidates": [{"id": c.candidate_id, "status": c.status, "parent": c.parent_id,
                             "rationale": c.rationale, "val_mean": val_mean(c)} for c in cands],
         }

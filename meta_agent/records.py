@@ -53,9 +53,10 @@ class GateDecision(Record, table="gate_decisions"):
     experiment_id: str
     candidate_id: str
     parent_id: str | None = None
-    stage: Literal["guard", "smoke", "screen", "validation"]
+    stage: Literal["guard", "smoke", "screen", "validation", "select", "confirm"]
+    """select / confirm: the staged gate's looks (meta_agent.sequential); validation: the fixed gate."""
     outcome: str
-    """pass | fail | accept | reject | inconclusive."""
+    """pass | fail | accept | reject | inconclusive | continue | futile."""
     delta: float | None = None
     se: float | None = None
     threshold: float | None = None
@@ -66,16 +67,23 @@ class GateDecision(Record, table="gate_decisions"):
     """The rule the decision applied, in words."""
     details: dict[str, Any] | None = None
     decided_at: datetime
+    alpha_spent: float | None = None
+    """Experiment-wise alpha this row committed: alpha_j on a candidate's first confirm look, 0 on
+    every other row; their sum over an experiment never exceeds the rule's alpha."""
 
 
 class Spend(Record, table="budget_ledger"):
     experiment_id: str
     candidate_id: str | None = None
-    kind: Literal["task", "meta"]
+    kind: Literal["task", "meta", "saved"]
+    """saved: validation trials a stopped look did not run (usd: what they would have cost, priced
+    from the trials run so far)."""
     ref: str | None = None
-    """The trial id, or the proposal it paid for."""
+    """The trial id, or the proposal it paid for, or why trials were saved."""
     usd: float | None = None
     """None when the price is unknown."""
+    trials: int | None = None
+    """kind saved: how many trials were not run."""
     input_tokens: int = 0
     output_tokens: int = 0
     recorded_at: datetime

@@ -101,7 +101,8 @@ def test_experiment_page_shows_progress_gate_and_the_changed_prompt_line(server,
     assert page.locator("svg.progress circle").count() >= 2  # baseline and the revision
     text = page.inner_text("main")
     assert "baseline" in text and "by llm" in text and "raise max_turns to 32" in text
-    assert "validation" in page.inner_text("table")  # the gate decision with its numbers
+    assert "select" in page.inner_text("table")  # the gate's looks with their numbers
+    assert "sealed test: baseline" in text and "alpha committed" in text  # the report, with the alpha it spent
     added = page.locator(".diff .add").all_inner_texts()
     assert any(PROMPT_LINE in line for line in added), added
     assert any("32" in line for line in added)

@@ -10,6 +10,7 @@ from meta_agent.config import RunConfig
 from meta_agent.experiment import find_experiment, plan_experiment, resume_experiment, start_experiment
 from meta_agent.records import Candidate, GateDecision
 from sandbox.local import LocalBackend
+from traces.explorer import queries as explorer
 from traces.store import Store
 from traces.tracing import Tracing
 
@@ -41,10 +42,19 @@ def test_heuristic_run_on_local_sandboxes_improves_and_explains_itself(tmp_path,
         tracing.shutdown()
         cands = store.select(Candidate, "experiment_id = ?", [exp.id], order="iteration")
         decisions = store.select(GateDecision, "experiment_id = ?", [exp.id])
+        view = explorer.experiment(store, exp.id)
     assert out["accepted"] >= 1 and out["best_test_score"] > out["baseline_test_score"], out
+    gain = out["best_validation_gain"]  # beside the sealed test score: the validation gain, selection taken into account
+    assert gain["confirmation_gain"] > 0 and gain["adjusted_ci"][0] <= gain["adjusted_gain"] <= gain["adjusted_ci"][1]
+    shown = [d for c in view["candidates"] for d in c["decisions"] if d["estimate"]]
+    assert shown and shown[-1]["estimate"]["adjusted_gain"] == pytest.approx(gain["adjusted_gain"])
+    assert view["experiment"]["result"]["best_validation_gain"] == gain
     kept = [c for c in cands if c.status == "accepted"]
     assert "turn limit" in kept[0].rationale and "max_turns" in kept[0].diff
-    assert [d.stage for d in decisions if d.candidate_id == kept[0].candidate_id] == ["screen", "validation"]
+    stages = [d.stage for d in decisions if d.candidate_id == kept[0].candidate_id]
+    assert stages[0] == "screen" and "select" in stages and stages[-1] == "confirm", stages
+    assert [d.outcome for d in decisions if d.candidate_id == kept[0].candidate_id][-1] == "accept"
+    assert 0 < sum(d.alpha_spent for d in decisions) <= 0.05
 
 
 def test_an_interrupted_experiment_resumes_and_reruns_nothing(tmp_path, backend):

@@ -165,7 +165,14 @@ MIGRATIONS: list[tuple[str, str]] = [
         """,
     ),
     (
-        "0004_scale_infra_errors",
+        "0004_stats_alpha_and_saved_trials",
+        """
+        ALTER TABLE gate_decisions ADD COLUMN alpha_spent DOUBLE;  -- experiment alpha this row committed (0: none)
+        ALTER TABLE budget_ledger ADD COLUMN trials INTEGER;       -- kind 'saved': validation trials not run
+        """,
+    ),
+    (
+        "0005_scale_infra_errors",
         # A trial whose worker or node died is dispatched again (evaluation.ray_executor); each
         # failure before the recorded attempt is kept: [{node, ray_node_id, error, after_s}].
         """

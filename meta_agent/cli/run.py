@@ -51,6 +51,7 @@ def run_cmd(
     from meta_agent.splits import parse_split
     from traces.store import Store
 
+    sigterm_as_interrupt()  # first: a SIGTERM at any point takes the Ctrl-C path
     if resume:
         record = find_experiment(db, resume)
         if record.status == "finished":  # nothing to resume: show what it found
@@ -68,6 +69,7 @@ def run_cmd(
                     plateau=plateau, allow_model_changes=allow_model_changes, concurrency=concurrency,
                     base_url=base_url, gpus=gpus, executor=executor, ray_address=ray_address)
     check_meta_model(cfg.meta_model)
+    check_model(cfg.model, cfg.base_url)
     check_strategy(cfg.strategy)
     plan = None if resume else plan_experiment(cfg, harness)  # every check before the store is touched
     docker = backend(None, cfg.executor)
@@ -82,16 +84,18 @@ def run_cmd(
     try:
         experiment = (resume_experiment(record, store=store, **hooks) if resume
                       else start_experiment(plan, store=store, **hooks))
-    except BaseException:
+    except BaseException as e:
         trace.shutdown()
         store.close()
+        if isinstance(e, KeyboardInterrupt):
+            err.print("interrupted before the experiment started")
+            raise typer.Exit(130)
         raise
     splits = experiment.splits
-    n = preflight(splits, cfg.trials)
+    n = preflight(splits, cfg.trials, cfg.gate)
     err.print(f"experiment {experiment.id}: train {len(splits['train'])}, validation {len(splits['validation'])}, "
               f"test {len(splits['test'])} tasks (sealed); pre-flight: baseline {n['baseline']} trials, "
               f"each iteration up to {n['per_iteration']} trials, test {n['test']}", highlight=False)
-    sigterm_as_interrupt()
     try:
         with bar_view:
             result = experiment.run()
@@ -125,12 +129,20 @@ def report(r: dict) -> None:
     t.add_row(f"best ({r['best_candidate'].rsplit('/', 1)[-1]})", f"{r['best_test_score']:.3f}",
               "[{:.3f}, {:.3f}]".format(*r["best_test_ci"]))
     out.print(t)
+    g = r.get("best_validation_gain")
+    if g:  # the validation figure that picked the winner is optimistic; the fresh one, adjusted, is not
+        out.print(f"validation gain of the best over its parent: {g['selection_gain']:+.3f} at selection "
+                  f"(optimistic), {g['confirmation_gain']:+.3f} on fresh trials, adjusted {g['adjusted_gain']:+.3f} "
+                  "[{:+.3f}, {:+.3f}]".format(*g["adjusted_ci"]), highlight=False)
     for c in r["candidates"][1:]:
         colour = {"accepted": "green", "rejected": "red", "invalid": "red", "inconclusive": "yellow"}.get(c["status"], "white")
         out.print(f"[{colour}]{c['status']:>12}[/] {c['id'].rsplit('/', 1)[-1]}: {escape(c['rationale'] or '')}",
                   highlight=False)
     out.print(f"{r['accepted']} accepted of {r['iterations']} proposals; spend ${r['spend_usd']:.2f} "
               f"(task ${r['spend']['task']:.2f}, meta ${r['spend']['meta']:.2f}); chart: {r['progress_png']}", highlight=False)
+    if "alpha_committed" in r:
+        out.print(f"experiment-wise alpha committed {r['alpha_committed']:.4f} of {r['alpha']:g}; "
+                  f"{r['validation_trials_saved']} validation trials saved by early stops", highlight=False)
     out.print(f"export the best: metaopt export {r['best_candidate']} --format python --out DIR", highlight=False,
               soft_wrap=True)  # one line, whatever the terminal width: users copy it
 
@@ -144,6 +156,21 @@ def check_meta_model(meta_model: str) -> None:
         get_proposer(meta_model)
     except UserError as e:
         e.field = e.field or "--meta-model"
+        raise
+
+
+def check_model(model: str, base_url: str | None) -> None:
+    """A fake task model's name (e.g. the P of fake/flaky:P) is checked before anything runs; real
+    providers are built per trial, where a missing key is that trial's error."""
+    from core.errors import UserError
+    from task_agent.models import get_model
+    from task_agent.models.fake import needs_task
+
+    try:
+        if model.startswith("fake/") and not needs_task(model):
+            get_model(model, base_url=base_url)
+    except UserError as e:
+        e.field = e.field or "--model"
         raise
 
 

@@ -1,9 +1,10 @@
 """Proposers turn a parent harness and evidence from its failing train trials into a Revision.
 
 Implementations, one per file, looked up by name (core.registry; plugins through the
-`metaopt.proposers` entry-point group): `heuristic` (no model) and `llm` (a meta-agent driven by
-a model). A meta-model string that names a model (`provider/model`, e.g.
-`anthropic/claude-opus-4-1` or `fake/script:PATH`) selects `llm` with that model. Each registered
+`metaopt.proposers` entry-point group): `heuristic` (no model), `placebo` (the negative control:
+a neutral sentence appended to the system prompt) and `llm` (a meta-agent driven by a model). A
+meta-model string that names a model (`provider/model`, e.g. `anthropic/claude-opus-4-1` or
+`fake/script:PATH`) selects `llm` with that model. Each registered
 target is a class taking `(model: str | None = None, base_url: str | None = None)`.
 """
 
@@ -15,6 +16,7 @@ from meta_agent.proposers.base import Evidence, Proposer, Revision
 
 PROPOSERS = Registry("proposer", "metaopt.proposers", {
     "heuristic": "meta_agent.proposers.heuristic:HeuristicProposer",
+    "placebo": "meta_agent.proposers.placebo:PlaceboProposer",
     "llm": "meta_agent.proposers.llm:LLMProposer",
 })
 

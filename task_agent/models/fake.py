@@ -1,16 +1,17 @@
 """Deterministic test doubles, shipped in the package: `fake/nop`, `fake/script:PATH`,
-`fake/solution`. They never touch the network, cost 0, report provider "fake", and estimate
-tokens as characters // 4. Each records the calls it received in `.calls`.
+`fake/solution`, `fake/flaky:P`. They never touch the network, cost 0, report provider "fake", and
+estimate tokens as characters // 4. Each records the calls it received in `.calls`.
 
 One instance per episode: scripted and solution fakes keep a step counter.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import yaml
 
@@ -176,6 +177,66 @@ class SolutionModel(FakeModel):
         return [TextPart(content="Done.")]
 
 
+def flaky_replays(p: float, trial_id: str) -> bool:
+    """Whether `fake/flaky:p` replays the solution in trial `trial_id`: a uniform draw in [0, 1) from
+    the SHA-256 of the trial id, below p. Same id, same answer, on any machine; coupled across p
+    (a trial that replays at p replays at every p' > p)."""
+    u = int.from_bytes(hashlib.sha256(trial_id.encode()).digest()[:8], "big") / 2.0 ** 64
+    return u < p
+
+
+class FlakyModel(SolutionModel):
+    """`fake/flaky:P`: real noise for null experiments. With probability P per trial it replays the
+    task's solution (as fake/solution), otherwise it does nothing (as fake/nop), whatever the
+    harness says: no harness edit can change its score, so every gain a gate sees is noise.
+
+    context: `trial_id` (required: the coin is seeded by it) and `stage_solution`, a callable that
+    puts the solution's files in place and returns its commands; it is called only when the coin
+    says replay, so a trial that does nothing never sees the solution's files."""
+
+    def __init__(self, p: float, context: dict[str, Any] | None) -> None:
+        ctx = context or {}
+        trial_id, stage = ctx.get("trial_id"), ctx.get("stage_solution")
+        if not isinstance(trial_id, str) or not trial_id:
+            raise ModelConfigError("fake/flaky needs context['trial_id']: the coin is seeded by the trial id")
+        if not callable(stage):
+            raise ModelConfigError("fake/flaky needs context['stage_solution']: a callable returning the solution's commands")
+        self.p, self.trial_id = p, trial_id
+        self.replays = flaky_replays(p, trial_id)
+        stage_fn: Callable[[], list[str]] = stage
+        super().__init__({"solution_commands": list(stage_fn()) if self.replays else [], "tool": ctx.get("tool")})
+        self.name = f"fake/flaky:{p:g}"
+
+    def respond(self, messages: list[Message], tools: list[ToolSpec]) -> list[Any]:
+        if not self.replays:
+            return [TextPart(content="I will do nothing.")]
+        return super().respond(messages, tools)
+
+
+def needs_task(name: str) -> bool:
+    """Whether the model called `name` is a fake built per trial from the task (`fake/solution`,
+    `fake/flaky:P`), so it can only be created inside a trial. Raises ModelConfigError for a
+    malformed P, so a command line can reject it before any trial runs."""
+    provider, _, model = name.partition("/")
+    if provider != "fake":
+        return False
+    if model.startswith("flaky:"):
+        _flaky_p(model)
+        return True
+    return model == "solution"
+
+
+def _flaky_p(model: str) -> float:
+    text = model[len("flaky:"):]
+    try:
+        p = float(text)
+    except ValueError:
+        p = -1.0
+    if not 0.0 <= p <= 1.0:
+        raise ModelConfigError(f"fake/flaky:{text}: P must be a number between 0 and 1 (e.g. fake/flaky:0.5)")
+    return p
+
+
 def create(model: str, *, base_url: str | None = None,
            context: dict[str, Any] | None = None) -> FakeModel:
     """Registry factory for `fake/<model>`."""
@@ -185,5 +246,7 @@ def create(model: str, *, base_url: str | None = None,
         return SolutionModel(context)
     if model.startswith("script:") and model[len("script:"):]:
         return ScriptModel.from_file(model[len("script:"):])
+    if model.startswith("flaky:"):
+        return FlakyModel(_flaky_p(model), context)
     raise ModelConfigError(
-        f"unknown fake model fake/{model}; known: fake/nop, fake/script:PATH, fake/solution")
+        f"unknown fake model fake/{model}; known: fake/nop, fake/script:PATH, fake/solution, fake/flaky:P")

@@ -37,8 +37,8 @@ def overview(store: Store) -> dict[str, Any]:
 
 def experiment(store: Store, experiment_id: str) -> dict[str, Any]:
     """An experiment: its config and splits, each candidate (status, proposer, rationale, diff
-    against its parent, gate decisions with their numbers, mean score per split) and the
-    progress series (x = iteration, y = validation score, the running best of kept ones)."""
+    against its parent, gate decisions with their numbers, the alpha each committed and, on the
+    look that accepted it, the bias-aware gain estimate; mean score per split) and the progress series (x = iteration, y = validation score, the running best of kept ones)."""
     rows = store.rows("SELECT * FROM experiments WHERE experiment_id = ?", [experiment_id])
     if not rows:
         raise KeyError(f"no experiment {experiment_id!r} in store {store.path}")
@@ -49,14 +49,15 @@ def experiment(store: Store, experiment_id: str) -> dict[str, Any]:
         [experiment_id])
     decisions = store.rows(
         "SELECT candidate_id, parent_id, stage, outcome, delta, se, threshold, n_tasks, coverage, reason, rule,"
-        " decided_at FROM gate_decisions WHERE experiment_id = ? ORDER BY decided_at", [experiment_id])
+        " decided_at, alpha_spent, details->'$.estimate' AS estimate FROM gate_decisions WHERE experiment_id = ?"
+        " ORDER BY decided_at", [experiment_id])
     scores = store.rows(  # the mean over tasks of each task's mean scored trial: errors are not zeros
         "SELECT candidate_id, split, avg(m) AS score, count(*) AS tasks FROM (SELECT candidate_id, split,"
         " task_id, avg(score) AS m FROM trials WHERE experiment_id = ? AND score IS NOT NULL GROUP BY ALL)"
         " GROUP BY ALL", [experiment_id])
     for c in cands:
         c["evidence"] = _j(c["evidence"])
-        c["decisions"] = [d for d in decisions if d["candidate_id"] == c["candidate_id"]]
+        c["decisions"] = [dict(d, estimate=_j(d["estimate"])) for d in decisions if d["candidate_id"] == c["candidate_id"]]
         c["scores"] = {s["split"]: s["score"] for s in scores if s["candidate_id"] == c["candidate_id"]}
     best, progress = None, []
     for c in cands:

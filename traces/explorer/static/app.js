@@ -92,6 +92,27 @@ function diffEl(text) {
   return pre;
 }
 
+function gainText(g) {
+  // the validation gain three ways: the selection figure picked the winner (optimistic); the fresh one and its adjustment did not
+  return `validation gain ${fmt(g.selection_gain, 3)} at selection (optimistic) · ${fmt(g.confirmation_gain, 3)} on fresh trials · ` +
+    `adjusted ${fmt(g.adjusted_gain, 3)} [${fmt(g.low ?? g.adjusted_ci?.[0], 3)}, ${fmt(g.high ?? g.adjusted_ci?.[1], 3)}]`;
+}
+
+function resultEl(r) {
+  if (!r) return null;
+  const ci = (x) => `[${fmt(x[0], 3)}, ${fmt(x[1], 3)}]`;
+  return h("p", { class: "result" }, `sealed test: baseline ${fmt(r.baseline_test_score, 3)} ${ci(r.baseline_test_ci)}, best ${short(r.best_candidate)} ` +
+    `${fmt(r.best_test_score, 3)} ${ci(r.best_test_ci)}`, r.best_validation_gain ? ` · best over its parent: ${gainText(r.best_validation_gain)}` : "",
+    r.alpha !== undefined ? ` · alpha committed ${fmt(r.alpha_committed, 4)} of ${r.alpha}; ${r.validation_trials_saved} validation trials saved` : "");
+}
+
+function gateEl(c) {
+  const spent = c.decisions.reduce((a, g) => a + (g.alpha_spent || 0), 0);
+  const acc = c.decisions.find((g) => g.estimate);
+  if (!spent && !acc) return null;
+  return h("p", { class: "label" }, spent ? `experiment alpha committed by this candidate: ${fmt(spent, 4)}` : "", acc && spent ? " · " : "", acc ? gainText(acc.estimate) : "");
+}
+
 async function experimentView(p) {
   const d = await api("experiment", { id: p.get("id") });
   const e = d.experiment;
@@ -100,11 +121,13 @@ async function experimentView(p) {
     h("p", {}, `benchmark ${e.benchmark}; started ${e.started_at}; `, link("matrix", { experiment: e.experiment_id }, "task x candidate matrix"), " | ",
       link("failures", { experiment: e.experiment_id }, "failures")),
     progressChart(d.progress),
+    resultEl(e.result),
     d.candidates.map((c) => h("section", { class: "candidate", id: "cand-" + short(c.candidate_id) },
       h("h3", {}, `c${c.iteration} `, statusEl(c.status), c.proposer ? ` by ${c.proposer}` : "", c.parent_id ? ` (parent ${short(c.parent_id)})` : ""),
       h("p", {}, Object.entries(c.scores).map(([k, v]) => `${k} ${fmt(v, 3)}`).join("  ·  ") || "no scored trials"),
       c.rationale ? h("p", {}, h("b", {}, "rationale: "), c.rationale) : null,
       c.status_reason ? h("p", { class: "label" }, c.status_reason) : null,
+      gateEl(c),
       c.decisions.length ? h("table", {}, h("tr", {}, ["gate stage", "outcome", "delta", "se", "threshold", "tasks", "coverage", "reason"].map((x) => h("th", {}, x))),
         c.decisions.map((g) => h("tr", {}, h("td", {}, g.stage), h("td", {}, statusEl(g.outcome)), h("td", {}, fmt(g.delta, 3)), h("td", {}, fmt(g.se, 3)),
           h("td", {}, fmt(g.threshold, 3)), h("td", {}, g.n_tasks ?? "-"), h("td", {}, fmt(g.coverage)), h("td", {}, g.reason)))) : null,

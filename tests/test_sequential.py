@@ -1,0 +1,223 @@
+"""Sequential validation (meta_agent.sequential): looks by hand, the driver on simulated trials,
+the experiment-wise guarantee by seeded simulation, and alpha bookkeeping across a resume."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+
+from meta_agent.error_control import AlphaSpending
+from meta_agent.gate import NoiseFloor
+from meta_agent.sequential import (
+    Look,
+    SequentialRule,
+    Verdict,
+    confirm_look,
+    rule_text,
+    select_look,
+    selection_plan,
+    validate,
+)
+
+TASKS = [f"t{i:02d}" for i in range(10)]
+RULE = SequentialRule()
+
+
+def const(trials, tasks=TASKS):
+    return {t: list(trials) for t in tasks}
+
+
+FLOOR = NoiseFloor.measure(const([0.4, 0.5, 0.6]))  # pooled variance 0.01
+
+
+def test_rule_defaults_and_plans():
+    assert RULE.rounds(3) == 12 and RULE.rounds(1) == 4
+    assert RULE.confirm_plan(3) == [(2, 4), (6, 12), (12, 24)]
+    assert RULE.confirm_plan(1) == [(1, 2), (2, 4), (4, 8)]
+    assert SequentialRule(confirm_rounds=2, looks=(0.5, 1.0), reserve_ratio=1.5).confirm_plan(3) == [(1, 2), (2, 3)]
+    assert RULE.look_level(0.04, 1, 3) == pytest.approx(0.002) and RULE.look_level(0.04, 3, 3) == pytest.approx(0.036)
+    assert RULE.look_level(0.04, 1, 1) == 0.04
+    assert selection_plan(["a", "b", "c", "d"], 2) == [(["a", "b"], 1), (["a", "b", "c", "d"], 1), (["a", "b", "c", "d"], 2)]
+    assert selection_plan(["a"], 1) == [(["a"], 1)]
+    text = rule_text(RULE, 3)
+    for words in ("experiment-wise alpha = 0.05", "spends no alpha", "alpha_j = 0.05 x 0.8 x 0.2^(j-1)",
+                  "2, 6, 12 child trials", "never counted as 0", "reserve of 2x", "K = 3"):
+        assert words in text
+
+
+def test_select_look_outcomes():
+    parent = const([0.4, 0.5, 0.6])
+    # +0.1 on every task with one child trial: z = 2.74 < early 3: continue, not pass.
+    look = select_look(parent, const([0.6]), FLOOR, TASKS, 2, 1 / 3, False, RULE, 10)
+    assert look.outcome == "continue" and look.z == pytest.approx(0.1 / (math.sqrt(0.01 * 10 * 4 / 3) / 10))
+    assert look.reason.startswith("select look 2: continue: gain +0.100") and "spends no alpha" in look.reason
+    # +0.2: early pass on all tasks, but never on half of them.
+    assert select_look(parent, const([0.7]), FLOOR, TASKS, 2, 1 / 3, False, RULE, 10).outcome == "pass"
+    half = select_look(parent, const([0.7], TASKS[:5]), FLOOR, TASKS[:5], 1, 1 / 6, False, RULE, 10)
+    assert half.outcome == "continue" and half.n_tasks == 5
+    # No gain: futility (z = 0 < sqrt(1/3)).
+    flat = select_look(parent, const([0.5]), FLOOR, TASKS, 2, 1 / 3, False, RULE, 10)
+    assert flat.outcome == "futile" and flat.reason.startswith("select look 2: futility")
+    # Final look: pass needs gain >= min_effect and z >= select_z.
+    final = select_look(parent, const([0.6, 0.6, 0.6]), FLOOR, TASKS, 4, 1.0, True, RULE, 10)
+    assert final.outcome == "pass" and final.threshold == 0.8
+    small = select_look(parent, const([0.54, 0.54, 0.54]), FLOOR, TASKS, 4, 1.0, True, RULE, 10)
+    assert small.outcome == "reject" and small.z > 0.8  # significant but below min_effect
+    assert small.reason.startswith("select look 4: reject: gain +0.040")
+    errors = {t: ([0.9] * 3 if i < 5 else [None] * 3) for i, t in enumerate(TASKS)}
+    inc = select_look(parent, errors, FLOOR, TASKS, 4, 1.0, True, RULE, 10)
+    assert inc.outcome == "inconclusive" and inc.coverage == 0.5
+
+
+def test_assumed_floor_never_below_the_sample_se():
+    floor = NoiseFloor.measure(const([0.0]))  # K = 1: assumed 0.075
+    child = {t: [1.0 if i % 2 else 0.0] for i, t in enumerate(TASKS)}  # gains alternate 0 / 1
+    look = select_look(const([0.0]), child, floor, TASKS, 1, 1.0, True, RULE, 10)
+    assert look.se == pytest.approx(math.sqrt(0.25 * 10 / 9 / 10))  # sample SE > floor sqrt(0.15/10)
+
+
+def test_confirm_look_levels_and_outcomes():
+    reserve = const([0.0, 0.0, 0.0, 0.0, 0.0, 0.0])
+    win = const([1.0, 1.0, 1.0])
+    look = confirm_look(reserve, win, FLOOR, TASKS, 1, 3, 1, 0.04, 0.04, RULE, seed=1)
+    assert look.outcome == "accept" and look.threshold == pytest.approx(0.002)
+    assert look.p_value == pytest.approx((1 / math.comb(9, 3)) ** 10)
+    assert (look.j, look.alpha_j, look.alpha_spent) == (1, 0.04, 0.04)
+    assert "confirmation 1 of the experiment, alpha_j = 0.04" in look.reason
+    # Even: p > futility_p at an interim look stops, at the last look rejects.
+    even = const([0.0, 1.0, 0.0])
+    res = const([0.0, 1.0, 0.0, 1.0, 0.0, 0.0])
+    assert confirm_look(res, even, FLOOR, TASKS, 1, 3, 2, 0.008, 0.048, RULE, 1).outcome == "futile"
+    assert confirm_look(res, even, FLOOR, TASKS, 3, 3, 2, 0.008, 0.048, RULE, 1).outcome == "reject"
+    # A small edge: p between level and futility_p continues.
+    some = {t: ([1.0, 1.0, 0.0] if i < 3 else [0.0, 1.0, 0.0]) for i, t in enumerate(TASKS)}
+    mid = confirm_look(res, some, FLOOR, TASKS, 1, 3, 1, 0.04, 0.04, RULE, 1)
+    assert 0.002 < mid.p_value <= 0.5 and mid.outcome == "continue"
+    # Errors: too few tasks scored on both sides is inconclusive at the last look.
+    holes = {t: (v if i < 4 else [None] * 3) for i, (t, v) in enumerate(win.items())}
+    assert confirm_look(reserve, holes, FLOOR, TASKS, 3, 3, 1, 0.04, 0.04, RULE, 1).outcome == "inconclusive"
+
+
+class World:
+    """Simulated trials for one experiment: per-task success probabilities, each candidate's trials
+    drawn once per (split, task, attempt) and cached, as the store caches them."""
+
+    def __init__(self, seed: int, probs: dict[str, float]):
+        self.rng, self.probs, self.cache = random.Random(seed), probs, {}
+
+    def trials(self, who: str, split: str, tasks: list[str], r: int, probs: dict[str, float] | None = None):
+        out = {}
+        for t in tasks:
+            got = self.cache.setdefault((who, split, t), [])
+            while len(got) < r:
+                got.append(float(self.rng.random() < (probs or self.probs)[t]))
+            out[t] = got[:r]
+        return out
+
+
+def run_validate(world: World, cid: str, parent: str, parent_val, noise, k, spending, child_probs=None,
+                 on_look=lambda look: None) -> Verdict:
+    return validate(cid, TASKS, parent_val, noise, k, RULE, spending,
+                    child=lambda ts, r: world.trials(cid, "validation", ts, r, child_probs),
+                    confirm=lambda r: world.trials(cid, "confirm", TASKS, r, child_probs),
+                    reserve=lambda r: world.trials(parent, "reserve", TASKS, r),
+                    reserve_have=len(world.cache.get((parent, "reserve", TASKS[0]), [])), on_look=on_look)
+
+
+FLAKY = {t: 0.5 for t in TASKS}
+
+
+def test_validate_accepts_a_clear_gain_and_records_every_look():
+    world = World(1, FLAKY)
+    base = world.trials("c0", "validation", TASKS, 3)
+    better = {t: (1.0 if i < 8 else 0.5) for i, t in enumerate(TASKS)}  # +40 points
+    seen: list[Look] = []
+    v = run_validate(world, "c1", "c0", base, NoiseFloor.measure(base), 3, AlphaSpending(spend=0.8), better,
+                     on_look=seen.append)
+    assert v.outcome == "accept" and v.looks == seen and v.looks[-1].stage == "confirm"
+    assert [lk.stage for lk in v.looks].count("confirm") >= 1 and v.spending.confirmed == ("c1",)
+    assert v.looks[-1].alpha_j == pytest.approx(0.04) and v.reason.startswith("accept: confirm look")
+    last_select = [lk for lk in v.looks if lk.stage == "select"][-1]
+    assert v.estimate is not None and v.estimate.selection_gain == last_select.delta
+    assert 0 < v.trials_run <= v.trials_max == 30 + 120 + 240
+
+
+def test_validate_drops_a_noop_at_selection_without_spending_alpha():
+    world = World(2, FLAKY)
+    base = world.trials("c0", "validation", TASKS, 3)
+    outcomes = []
+    for i in range(1, 40):
+        v = run_validate(world, f"c{i}", "c0", base, NoiseFloor.measure(base), 3, AlphaSpending())
+        outcomes.append(v.outcome)
+        if v.looks[-1].stage == "select":
+            assert v.spending.confirmed == () and all(lk.alpha_spent == 0 for lk in v.looks)
+            assert v.trials_run <= v.trials_max == 30  # selection only: at most K n
+    assert "accept" not in outcomes
+    assert sum(v == "reject" for v in outcomes) >= 30
+
+
+def chain(seed: int, k: int, proposals: int, probs, stop_after: int | None = None, rows=None, world=None):
+    """A greedy null chain, as the optimizer runs it; `rows` the gate rows written so far (a resume
+    passes them back). Stops (as a crash would) after `stop_after` looks in total."""
+    world = world or World(seed, probs)
+    rows = [] if rows is None else rows
+    base = world.trials("c0", "validation", TASKS, k)
+    noise, parent, parent_val, accepted = NoiseFloor.measure(base), "c0", base, []
+    written = len(rows)
+
+    class Crash(Exception):
+        pass
+
+    def record(cid):
+        def on_look(look: Look) -> None:
+            nonlocal written
+            key = (cid, look.stage, look.look)
+            if any((r["candidate_id"], r["stage"], r["look"]) == key for r in rows):
+                return  # resumed: already written
+            if stop_after is not None and written >= stop_after:
+                raise Crash
+            rows.append({"candidate_id": cid, "stage": look.stage, "look": look.look, "outcome": look.outcome,
+                         "alpha_j": look.alpha_j, "alpha_spent": look.alpha_spent, "p": look.p_value})
+            written += 1
+        return on_look
+
+    try:
+        for i in range(1, proposals + 1):
+            cid = f"c{i}"
+            spending = AlphaSpending.from_rows(rows, alpha=RULE.alpha, spend=RULE.spend)
+            v = run_validate(world, cid, parent, parent_val, noise, k, spending, on_look=record(cid))
+            if v.outcome == "accept":
+                accepted.append(cid)
+                parent, parent_val = cid, world.trials(cid, "confirm", TASKS, RULE.rounds(k))
+    except Crash:
+        return None, rows, world
+    return accepted, rows, world
+
+
+def test_resume_spends_alpha_exactly_as_an_uninterrupted_run():
+    """Kill the experiment after n looks (for several n), rebuild the spending from the rows, go
+    on: the rows, the alpha per confirmation and the outcomes equal the uninterrupted run's."""
+    probs = {t: (0.5 if i < 8 else 1.0) for i, t in enumerate(TASKS)}
+    full_acc, full_rows, _ = chain(5, 1, 25, probs)
+    assert any(r["stage"] == "confirm" for r in full_rows)  # the chain reached confirmations
+    for stop in (1, 3, len(full_rows) // 2, len(full_rows) - 1):
+        acc, rows, world = chain(5, 1, 25, probs, stop_after=stop)
+        assert acc is None and len(rows) == stop
+        acc, rows, _ = chain(5, 1, 25, probs, rows=rows, world=world)
+        assert rows == full_rows and acc == full_acc
+
+
+def test_experiment_wise_false_acceptance_stays_under_alpha():
+    """Null chains (every task flaky at 0.5, K = 1: the noisiest setting) of 30 proposals: the share
+    of experiments accepting anything is <= alpha within Monte Carlo error, while the per-decision
+    selection passes often enough that a per-decision gate at alpha would exceed it."""
+    experiments, any_accept, confirmations = 150, 0, 0
+    for s in range(experiments):
+        acc, rows, _ = chain(1000 + s, 1, 30, FLAKY)
+        any_accept += bool(acc)
+        confirmations += len({r["candidate_id"] for r in rows if r["stage"] == "confirm"})
+    rate = any_accept / experiments
+    assert rate <= 0.05 + 3 * math.sqrt(0.05 * 0.95 / experiments), rate
+    assert confirmations / experiments > 1.0  # many would-be winners were confirmed and failed
