@@ -77,6 +77,10 @@ class ExportError(UserError):
     """A candidate or folder that cannot be exported in the format asked for."""
 
 
+class ExecutorError(UserError):
+    """An executor that cannot run: an unknown name, no Ray cluster at the address."""
+
+
 class ModelConfigError(UserError):
     """A model name, base URL or setting is wrong; the message names what to fix."""
 

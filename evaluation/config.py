@@ -40,6 +40,10 @@ class EvalConfig(BaseModel):
     """Scales agent and verifier timeouts (scores are comparable only at 1.0)."""
     gpus: int | None = Field(None, ge=0)
     """GPUs per task container; None: what each task asks."""
+    executor: str = "local"
+    """Where trials run: local (a thread pool here) or ray (Ray tasks on a cluster's nodes)."""
+    ray_address: str | None = None
+    """The Ray cluster for executor ray (the head's host:port); None: RAY_ADDRESS, else a new local Ray."""
 
     @model_validator(mode="after")
     def _one_agent(self) -> EvalConfig:

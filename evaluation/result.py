@@ -60,6 +60,9 @@ class TrialResult(Record, table="trials"):
     candidate_id: str | None = None
     split: str | None = None
     """train | validation | test | smoke, for trials of an experiment."""
+    infra_errors: list[dict[str, Any]] | None = None
+    """Infrastructure failures before this attempt (a Ray worker or node that died, a node
+    without a Docker daemon): [{node, ray_node_id, error, after_s}]; None when there were none."""
 
     @property
     def scored(self) -> bool:

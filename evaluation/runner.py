@@ -5,14 +5,13 @@ The calling thread owns the store and writes each trial as it finishes, so an in
 removed by label before the exception propagates.
 
 Executors (the seam where trials leave this process): `LocalExecutor`, a thread pool on this
-machine's sandbox backend (the default). An executor takes TrialJobs and hands back TrialResults;
+machine's sandbox backend (the default), and evaluation.ray_executor.RayExecutor (Ray tasks on
+the nodes of a cluster, each against its own Docker daemon). An executor takes TrialJobs and hands back TrialResults;
 it never touches the store.
 """
 
 from __future__ import annotations
 
-import os
-import platform
 import secrets
 import time
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
@@ -113,8 +112,10 @@ class EvalResult:
 
 
 def hardware() -> dict[str, Any]:
-    return {"machine": platform.machine(), "system": platform.system(), "cpus": os.cpu_count(),
-            "python": platform.python_version()}
+    """This machine (hostname, hardware fingerprint, ...): evaluation.hardware."""
+    from evaluation.hardware import hardware as probe
+
+    return probe()
 
 
 def run_eval(
@@ -132,6 +133,7 @@ def run_eval(
     on_trial: Callable[[TrialResult], None] | None = None,
     extra: dict[str, Any] | None = None,
     executor: Executor | None = None,
+    stop: Callable[[], str | None] | None = None,
 ) -> EvalResult:
     """Run `trials` attempts of every task with `agent`; record each finished trial in `store`.
 
@@ -139,7 +141,10 @@ def run_eval(
     (its stored result is part of the result), so re-running a run id resumes it. `extra` fields
     (experiment_id, candidate_id, split) are set on every new result. Trials run on `executor`
     (default: a LocalExecutor of `concurrency` threads on `backend`, shut down at the end); a
-    given executor is left running for the caller to reuse."""
+    given executor is left running for the caller to reuse. At most `concurrency` trials are
+    submitted at a time, and `stop()` is asked before each submission: once it answers (a
+    reason), nothing more is submitted, the trials in flight finish and are recorded, and the
+    run ends `stopped` (a resume runs the rest)."""
     run_id = run_id or new_run_id()
     result = EvalResult(run_id, benchmark, agent.name)
     done = {(r.task_id, r.attempt): r for r in store.select(TrialResult, "run_id = ?", [run_id])}
@@ -153,9 +158,15 @@ def run_eval(
     jobs = [TrialJob(t, k, agent, run_id, timeout_multiplier) for k in range(trials) for t in tasks
             if (t.id, k) not in done]
     pending: set[Future] = set()
+    queue, stopped = jobs[::-1], None
     try:
-        pending = {ex.submit(job) for job in jobs}
-        while pending:
+        while queue or pending:
+            while queue and len(pending) < max(1, concurrency) and not stopped:
+                if stop is not None and (stopped := stop()):
+                    break
+                pending.add(ex.submit(queue.pop()))
+            if not pending:
+                break
             finished, pending = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)
             for fut in finished:
                 r: TrialResult = fut.result()
@@ -176,5 +187,5 @@ def run_eval(
         raise
     if own:
         ex.shutdown()
-    store.end_run(run_id, "finished")
+    store.end_run(run_id, "stopped" if stopped else "finished")
     return result

@@ -53,6 +53,10 @@ class RunConfig(BaseModel):
     """Server for openai-compatible/ models (else OPENAI_BASE_URL)."""
     gpus: int | None = Field(None, ge=0)
     """GPUs per task container (`--gpus`); None: what each task asks."""
+    executor: str = "local"
+    """Where trials run: local (a thread pool here) or ray (Ray tasks on a cluster's nodes)."""
+    ray_address: str | None = None
+    """The Ray cluster for executor ray (the head's host:port); None: RAY_ADDRESS, else a new local Ray."""
     gate: SequentialRule = SequentialRule()
     """The staged gate's parameters (meta_agent.sequential): experiment-wise alpha, selection and
     confirmation settings."""

@@ -90,8 +90,9 @@ def resume_experiment(record: ExperimentRecord, *, store: Store, backend: Any, t
     cfg = RunConfig.model_validate(record.config["run"])
     if record.status == "finished":
         raise StoreError(f"experiment {record.experiment_id} is finished; nothing to resume")
+    executor = kw.get("executor")  # a cluster's containers are on its nodes: each node cleans its own
     for r in store.rows("SELECT run_id FROM runs WHERE starts_with(run_id, ?) AND status <> 'finished'",
                         [record.experiment_id + "/"]):
-        backend.prune(r["run_id"])
+        (executor.cleanup if executor is not None else backend.prune)(r["run_id"])
     return Experiment(cfg, load_tasks(cfg) if tasks is None else tasks, record.splits, None, store=store, backend=backend,
                       experiment_id=record.experiment_id, **kw)

@@ -71,7 +71,8 @@ class Experiment:
                           backend=self.backend, store=self.store, trials=k, concurrency=self.cfg.concurrency,
                           run_id=f"{cid}:{split}", dataset=self.cfg.dataset, executor=self.executor,
                           extra={"experiment_id": self.id, "candidate_id": cid, "split": split},
-                          on_trial=lambda r: self._booked(cid, r))
+                          on_trial=lambda r: self._booked(cid, r),
+                          stop=None if split == "test" else self._spent_stop)  # the sealed test always runs whole
         scores: Scores = {t: [None] * k for t in task_ids}
         for r in result.rows:  # the run may hold more (other tasks, later attempts): a later stage ran them
             if r.task_id in scores and r.attempt < k:
@@ -81,6 +82,17 @@ class Experiment:
     def _booked(self, cid: str, r: TrialResult) -> None:
         self.ledger.spend("task", cid, r.trial_id, r.cost_usd, r.input_tokens or 0, r.output_tokens or 0)
         self.on_trial(r)
+
+    def _spent_stop(self) -> str | None:
+        """The trial-count and budget stops, asked before each trial is submitted: a stop
+        overshoots by the trials already in flight (each booked in the ledger), never more."""
+        c = self.cfg
+        if c.max_trials is not None and self.ledger.trials_run() >= c.max_trials:
+            return f"max trials ({c.max_trials}) reached"
+        spent = self.ledger.spent()
+        if c.budget_usd is not None and spent["task"] + spent["meta"] >= c.budget_usd:
+            return "budget spent"
+        return None
 
     def stop_reason(self, iteration: int, since_gain: int, best_val: float) -> str | None:
         c = self.cfg

@@ -120,11 +120,14 @@ class DockerBackend:
             raise SandboxError(f"cannot start a sandbox from {spec.image}: {_explain(e)}") from None
         return DockerSandbox(self.api, cid, name, spec)
 
-    def prune(self, run_id: str | None = None, *, images: bool = False) -> dict[str, int]:
-        """Force-remove every metaopt container (only `run_id`'s when given) with its volumes,
-        and labelled networks and volumes; `images=True` also removes `metaopt-task/*` images.
-        Returns counts by kind. Never touches anything without the metaopt.managed label."""
-        labels = [f"{MANAGED}=true"] + ([f"{RUN_ID}={run_id}"] if run_id else [])
+    def prune(self, run_id: str | None = None, *, images: bool = False,
+              labels: dict[str, str] | None = None) -> dict[str, int]:
+        """Force-remove every metaopt container (only `run_id`'s when given, only those that
+        also carry every one of `labels`) with its volumes, and labelled networks and volumes;
+        `images=True` also removes `metaopt-task/*` images. Returns counts by kind. Never
+        touches anything without the metaopt.managed label."""
+        labels = ([f"{MANAGED}=true"] + ([f"{RUN_ID}={run_id}"] if run_id else [])
+                  + [f"{k}={v}" for k, v in (labels or {}).items()])
         counts = {"containers": 0, "networks": 0, "volumes": 0, "images": 0}
         api = self.api
 

@@ -23,8 +23,9 @@ fi
 
 echo "setup: installing metaopt"
 # dev: pytest, playwright, openpyxl; export: the SDKs `metaopt export` targets; inspect: the
-# inspect-ai bridge; pretrain: torch (CPU build), numpy, pyarrow for the gptpretrain task.
-python3 -m pip install -q -e '.[dev,export,inspect,pretrain]'
+# inspect-ai bridge; pretrain: torch (CPU build), numpy, pyarrow for the gptpretrain task;
+# ray: the Ray executor, tested on a real local multi-node cluster.
+python3 -m pip install -q -e '.[dev,export,inspect,pretrain,ray]'
 
 if ! docker image inspect metaopt-base:latest >/dev/null 2>&1; then
   echo "setup: building the base image metaopt-base:latest (about 2 minutes)"

@@ -171,4 +171,12 @@ MIGRATIONS: list[tuple[str, str]] = [
         ALTER TABLE budget_ledger ADD COLUMN trials INTEGER;       -- kind 'saved': validation trials not run
         """,
     ),
+    (
+        "0005_scale_infra_errors",
+        # A trial whose worker or node died is dispatched again (evaluation.ray_executor); each
+        # failure before the recorded attempt is kept: [{node, ray_node_id, error, after_s}].
+        """
+        ALTER TABLE trials ADD COLUMN infra_errors JSON;
+        """,
+    ),
 ]

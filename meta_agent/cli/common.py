@@ -51,8 +51,17 @@ def split_ids(text: Optional[str]) -> list[str] | None:
     return ids or None
 
 
-def backend(image_map: Optional[Path] = None):
-    """The Docker backend (checked now: no daemon is one line, exit 2)."""
+EXECUTOR_HELP = ("Where trials run: local (a thread pool on this machine) or ray (each trial a Ray task on a node "
+                 "of a Ray cluster, against that node's Docker daemon).")
+RAY_ADDRESS_HELP = "The Ray cluster for --executor ray: the head's host:port (default: RAY_ADDRESS, else a new local Ray)."
+
+
+def backend(image_map: Optional[Path] = None, executor: str = "local"):
+    """The Docker backend (checked now: no daemon is one line, exit 2). With --executor ray the
+    nodes have the daemons: without one here, only the image map is kept (for the nodes)."""
+    from types import SimpleNamespace
+
+    from core.errors import SandboxUnavailable
     from sandbox.docker import DockerBackend
     from sandbox.images import ImageMap
 
@@ -60,9 +69,21 @@ def backend(image_map: Optional[Path] = None):
         imap = ImageMap.load(image_map)
     except (OSError, ValueError) as e:
         raise UserError(str(e), field="--image-map") from None
-    b = DockerBackend(image_map=imap)
-    b.ping()
+    try:
+        b = DockerBackend(image_map=imap)
+        b.ping()
+    except SandboxUnavailable:
+        if executor == "local":
+            raise
+        return SimpleNamespace(image_map=imap, prune=lambda *a, **k: {})
     return b
+
+
+def executor_for(name: str, ray_address: Optional[str], docker: Any):
+    """None (run_eval's local pool) or the connected executor `name` (UserError naming the flag)."""
+    from evaluation.executor import make_executor
+
+    return make_executor(name, ray_address, image_map=getattr(docker, "image_map", None))
 
 
 def tracing(store):

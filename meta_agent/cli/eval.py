@@ -10,7 +10,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from meta_agent.cli.common import DB, GPUS_HELP, backend, build, err, progress, sigterm_as_interrupt, split_ids, tracing
+from meta_agent.cli.common import (DB, EXECUTOR_HELP, GPUS_HELP, RAY_ADDRESS_HELP, backend, build, err, executor_for,
+                                   progress, sigterm_as_interrupt, split_ids, tracing)
 
 def _default(field: str):
     from evaluation.config import EvalConfig
@@ -36,6 +37,8 @@ def eval_cmd(
                                              help="Scale agent and verifier timeouts (scores are comparable only at 1.0)."),
     image_map: Optional[Path] = typer.Option(None, "--image-map", help="YAML file mapping unpullable FROM images to local ones."),
     gpus: Optional[int] = typer.Option(None, "--gpus", help=GPUS_HELP),
+    executor: str = typer.Option(_default("executor"), "--executor", help=EXECUTOR_HELP),
+    ray_address: Optional[str] = typer.Option(None, "--ray-address", help=RAY_ADDRESS_HELP),
     db: Path = DB,
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object with the results on stdout."),
 ) -> None:
@@ -47,10 +50,12 @@ def eval_cmd(
     sigterm_as_interrupt()  # first: a SIGTERM at any point takes the Ctrl-C path
     cfg = build(EvalConfig, {"timeout_multiplier": "--timeout-multiplier"}, benchmark=benchmark, dataset=dataset,
                 tasks=split_ids(tasks), agent=agent, model=model, harness=harness, base_url=base_url, trials=trials,
-                concurrency=concurrency, timeout_multiplier=timeout_multiplier, gpus=gpus)
+                concurrency=concurrency, timeout_multiplier=timeout_multiplier, gpus=gpus, executor=executor,
+                ray_address=ray_address)
     task_list = cfg.load_tasks()
     the_agent = cfg.build_agent()
-    docker = backend(image_map)
+    docker = backend(image_map, cfg.executor)
+    runner = executor_for(cfg.executor, cfg.ray_address, docker)
     store = Store(db)
     if hasattr(the_agent, "tracing"):
         the_agent.tracing = tracing(store)
@@ -62,7 +67,7 @@ def eval_cmd(
             result = run_eval(task_list, the_agent, benchmark=benchmark, backend=docker, store=store,
                               trials=cfg.trials, concurrency=cfg.concurrency,
                               timeout_multiplier=cfg.timeout_multiplier, run_id=run_id,
-                              dataset=str(dataset) if dataset else None,
+                              dataset=str(dataset) if dataset else None, executor=runner,
                               on_trial=lambda r: bar_view.update(bar, advance=1, last=f"{r.task_id}: {r.status}"))
     except KeyboardInterrupt:
         err.print(f"interrupted: finished trials of {run_id} are in {db}; containers removed")

@@ -9,7 +9,8 @@ from typing import Optional
 import typer
 from rich.console import Console
 
-from meta_agent.cli.common import DB, GPUS_HELP, backend, build, err, progress, sigterm_as_interrupt, split_ids, tracing
+from meta_agent.cli.common import (DB, EXECUTOR_HELP, GPUS_HELP, RAY_ADDRESS_HELP, backend, build, err, executor_for,
+                                   progress, sigterm_as_interrupt, split_ids, tracing)
 from meta_agent.config import default
 
 FLAGS = {"time_limit_s": "--time-limit", "split": "--split"}
@@ -36,6 +37,8 @@ def run_cmd(
     concurrency: int = typer.Option(default("concurrency"), "--concurrency", "-j", help="Trials running at once."),
     base_url: Optional[str] = typer.Option(None, "--base-url", help="Server for openai-compatible/ task models."),
     gpus: Optional[int] = typer.Option(None, "--gpus", help=GPUS_HELP),
+    executor: str = typer.Option(default("executor"), "--executor", help=EXECUTOR_HELP + " Stored for --resume."),
+    ray_address: Optional[str] = typer.Option(None, "--ray-address", help=RAY_ADDRESS_HELP + " With --resume: the stored cluster's new address."),
     resume: Optional[str] = typer.Option(None, "--resume", help="Finish an interrupted experiment (with the options it was started with)."),
     db: Path = DB,
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object at the end."),
@@ -54,6 +57,8 @@ def run_cmd(
         if record.status == "finished":  # nothing to resume: show what it found
             return _show(record.result, as_json)
         cfg = RunConfig.model_validate(record.config["run"])
+        if ray_address:  # the cluster may have a new head since
+            cfg = cfg.model_copy(update={"executor": "ray", "ray_address": ray_address})
     else:
         if not benchmark or not model:
             raise UserError("--benchmark and --model are required (or --resume EXPERIMENT)")
@@ -62,17 +67,18 @@ def run_cmd(
                     seed=seed, split=parse_split(split), budget_usd=budget_usd, max_trials=max_trials,
                     max_iterations=max_iterations, time_limit_s=time_limit, target_score=target_score,
                     plateau=plateau, allow_model_changes=allow_model_changes, concurrency=concurrency,
-                    base_url=base_url, gpus=gpus)
+                    base_url=base_url, gpus=gpus, executor=executor, ray_address=ray_address)
     check_meta_model(cfg.meta_model)
     check_model(cfg.model, cfg.base_url)
     check_strategy(cfg.strategy)
     plan = None if resume else plan_experiment(cfg, harness)  # every check before the store is touched
-    docker = backend()
+    docker = backend(None, cfg.executor)
+    runner = executor_for(cfg.executor, cfg.ray_address, docker)
     bar_view = progress("trials", transient=True)
     bar = bar_view.add_task("trials", total=None, last="")
     store = Store(db)
     trace = tracing(store)
-    hooks = dict(backend=docker, tracing=trace, on_trial=lambda r: bar_view.update(
+    hooks = dict(backend=docker, tracing=trace, executor=runner, on_trial=lambda r: bar_view.update(
         bar, advance=1, last=f"{r.split} {r.task_id}: {r.status}"),
         on_event=lambda line: bar_view.console.print(line, highlight=False, markup=False))
     try:

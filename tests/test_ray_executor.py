@@ -1,0 +1,314 @@
+"""`--executor ray` on a real two-node Ray cluster on this machine (tests/_ray_cluster.py), with
+real Docker: the same scores as local, spans and rows back on the driver, a killed worker
+retried, Ctrl-C leaving no container, budget stops, the optimizer end to end and resumed."""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import docker
+import pytest
+
+from traces.store import Store
+from _docker_fixtures import require_base_image
+from _ray_cluster import RayCluster
+from _step_tasks import make_tasks
+
+pytest.importorskip("ray", reason="the ray executor needs metaopt[ray] (scripts/setup.sh installs it)")
+pytestmark = pytest.mark.docker
+SAMPLES = Path(__file__).parents[1] / "benchmarks" / "samples" / "terminalbench"
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    require_base_image()
+    cache = tmp_path_factory.mktemp("node-cache")
+    with RayCluster(head_cpus=1, env={"METAOPT_NODE_CACHE": str(cache)}) as c:
+        c.add_node(num_cpus=1, resources={"second": 1})
+        yield c
+
+
+def cli(cluster: RayCluster, *args: str, timeout: float = 900) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "meta_agent.cli", *args], capture_output=True, text=True,
+                          timeout=timeout, env=cluster.env)
+
+
+def start(cluster: RayCluster, *args: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "meta_agent.cli", *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=cluster.env)
+
+
+def on_ray(cluster: RayCluster) -> list[str]:
+    return ["--executor", "ray", "--ray-address", cluster.address]
+
+
+def slow_task(root: Path, name: str, seconds: int, dockerfile: str = "FROM debian:bookworm-slim\nWORKDIR /app\n") -> Path:
+    """A Harbor task whose solution takes `seconds`, then passes."""
+    d = root / name
+    for sub in ("environment", "tests", "solution"):
+        (d / sub).mkdir(parents=True)
+    (d / "task.toml").write_text("[agent]\ntimeout_sec = 120\n[verifier]\ntimeout_sec = 30\n")
+    (d / "instruction.md").write_text("Create /app/done.\n")
+    (d / "environment" / "Dockerfile").write_text(dockerfile)
+    (d / "solution" / "solve.sh").write_text(f"sleep {seconds}\ntouch /app/done\n")
+    (d / "tests" / "test.sh").write_text("mkdir -p /logs/verifier; if [ -f /app/done ]; then echo 1; else echo 0; "
+                                         "fi > /logs/verifier/reward.txt\n")
+    return root
+
+
+def containers(task_ids: list[str]) -> list[dict]:
+    """Containers of these (unique) task ids; the low-level list: no per-container inspect that
+    a container removed meanwhile would fail."""
+    api = docker.from_env().api
+    return [c for t in task_ids for c in api.containers(all=True, filters={"label": f"metaopt.task_id={t}"})]
+
+
+def remove(task_ids: list[str]) -> None:
+    """What a failed test's killed driver left (the ids are unique to the test)."""
+    api = docker.from_env().api
+    for c in containers(task_ids):
+        try:
+            api.remove_container(c["Id"], force=True)
+        except docker.errors.NotFound:
+            pass
+
+
+def wait_for(check, timeout: float, what: str):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = check()
+        if value:
+            return value
+        time.sleep(0.3)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+@pytest.mark.parametrize("agent, expected", [("oracle", 1.0), ("nop", 0.0)])
+def test_sample_set_scores_the_same_on_ray_as_locally(cluster, tmp_path, agent, expected):
+    db = tmp_path / "s.duckdb"
+    r = cli(cluster, "eval", "--benchmark", "terminalbench-sample", "--agent", agent, "-j", "2", "--db", str(db),
+            "--json", *on_ray(cluster))
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    ids = sorted(p.name for p in SAMPLES.iterdir() if p.is_dir())
+    assert sorted(t["task_id"] for t in out["tasks"]) == ids
+    assert [(t["task_id"], t["status"], t.get("error")) for t in out["tasks"] if t["score"] != expected] == []
+    with Store(db, read_only=True) as s:
+        hw = [json.loads(r["hardware"]) for r in s.rows("SELECT hardware FROM trials WHERE run_id = ?",
+                                                          [out["run_id"]])]
+    assert all(h["hostname"] and h["fingerprint"] and h["ray_node_id"] for h in hw)
+    assert len({h["ray_node_id"] for h in hw}) == 2, "trials ran on both nodes"
+
+
+def test_traced_agent_spans_come_back_to_the_driver(cluster, tmp_path):
+    db = tmp_path / "t.duckdb"
+    tasks = ["hello-greetings", "fix-c-build"]
+    runs = {}
+    for how in (on_ray(cluster), ["--executor", "local"]):
+        r = cli(cluster, "eval", "--benchmark", "terminalbench-sample", "--model", "fake/solution", "--tasks",
+                ",".join(tasks), "--db", str(db), "--json", *how)
+        assert r.returncode == 0, r.stderr
+        out = json.loads(r.stdout)
+        assert out["mean_score"] == 1.0
+        runs[how[1]] = out["run_id"]
+    with Store(db, read_only=True) as s:
+        def shape(run_id):
+            return s.rows("SELECT t.task_id, s.name, count(*) AS n, count(DISTINCT m.text) AS texts FROM trials t "
+                          "JOIN spans s ON s.trial_id = t.trial_id LEFT JOIN messages m ON m.span_id = s.span_id "
+                          "WHERE t.run_id = ? GROUP BY ALL ORDER BY ALL", [run_id])
+        assert shape(runs["ray"]) and shape(runs["ray"]) == shape(runs["local"])
+        traced = s.rows("SELECT count(*) AS n FROM trials t JOIN spans s ON s.trace_id = t.trace_id "
+                        "WHERE t.run_id = ? AND s.operation_name = 'invoke_agent'", [runs["ray"]])[0]["n"]
+        assert traced == len(tasks), "each trial row points at its episode's trace"
+
+
+def test_an_image_is_built_once_per_node_not_per_trial(cluster, tmp_path):
+    token = secrets.token_hex(6)
+    ds = slow_task(tmp_path / "ds", f"once-{token}", 1,
+                   dockerfile=f"FROM debian:bookworm-slim\nRUN echo {token} > /token\nWORKDIR /app\n")
+    since = int(time.time()) - 1
+    r = cli(cluster, "eval", "--benchmark", "terminalbench", "--dataset", str(ds), "--agent", "oracle", "-k", "4",
+            "-j", "4", "--db", str(tmp_path / "i.duckdb"), "--json", *on_ray(cluster))
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert [t["score"] for t in out["tasks"]] == [1.0] * 4
+    client = docker.from_env()
+    tags = [e for e in client.api.events(since=since, until=int(time.time()) + 1, decode=True, filters={"type": "image"})
+            if e.get("Action") == "tag" and f"once-{token}" in e.get("Actor", {}).get("Attributes", {}).get("name", "")]
+    assert len(tags) == 1, f"the image was tagged {len(tags)} times"
+    for img in client.images.list(name=f"metaopt-task/once-{token}"):
+        client.images.remove(img.id, force=True)
+
+
+def test_no_node_can_hold_the_trial_is_an_error_row_not_a_hang(cluster, tmp_path):
+    r = cli(cluster, "eval", "--benchmark", "terminalbench-sample", "--agent", "oracle", "--tasks", "hello-greetings",
+            "--gpus", "1", "--db", str(tmp_path / "g.duckdb"), "--json", *on_ray(cluster), timeout=120)
+    assert r.returncode == 0, r.stderr
+    [t] = json.loads(r.stdout)["tasks"]
+    assert t["status"] == "error" and t["score"] is None
+    assert "no node of the Ray cluster can hold this trial" in t["error"] and "1 GPU" in t["error"]
+
+
+def test_bad_executor_options_are_one_line_and_exit_2(cluster, tmp_path):
+    for args, words in ((["--executor", "spark"], "--executor: unknown executor 'spark'"),
+                        (["--ray-address", cluster.address], "--ray-address: needs --executor ray"),
+                        (["--executor", "ray", "--ray-address", "127.0.0.2:1"], "cannot join the Ray cluster")):
+        r = cli(cluster, "eval", "--benchmark", "terminalbench-sample", "--agent", "nop", "--tasks", "hello-greetings",
+                "--db", str(tmp_path / "b.duckdb"), *args, timeout=180)
+        assert r.returncode == 2 and words in r.stderr, r.stderr
+        assert "Traceback" not in r.stderr
+
+
+def test_a_worker_killed_mid_trial_is_retried_and_the_trial_completes(cluster, tmp_path):
+    name = f"slow-{secrets.token_hex(4)}"
+    ds = slow_task(tmp_path / "ds", name, 12)
+    db = tmp_path / "k.duckdb"
+    proc = start(cluster, "eval", "--benchmark", "terminalbench", "--dataset", str(ds), "--agent", "oracle",
+                 "--db", str(db), "--json", *on_ray(cluster))
+    try:
+        wait_for(lambda: containers([name]), 180, "the trial's container")
+        [victim] = wait_for(lambda: cluster.busy_workers("trial_on_node"), 30, "the worker running the trial")
+        os.kill(victim, signal.SIGKILL)
+        stdout, stderr = proc.communicate(timeout=300)
+    finally:
+        proc.kill()
+        leftovers = containers([name])
+        remove([name])
+    assert proc.returncode == 0, stderr
+    [t] = json.loads(stdout)["tasks"]
+    assert (t["status"], t["score"]) == ("passed", 1.0)
+    with Store(db, read_only=True) as s:
+        [row] = s.rows("SELECT infra_errors, hardware FROM trials")
+    [failure] = json.loads(row["infra_errors"])
+    assert "WorkerCrashedError" in failure["error"] and failure["ray_node_id"]
+    assert leftovers == [], "the killed attempt's container is gone"
+
+
+def test_a_node_that_dies_mid_trial_is_left_and_the_trial_completes_on_another(tmp_path):
+    require_base_image()
+    name = f"slow-{secrets.token_hex(4)}"
+    ds = slow_task(tmp_path / "ds", name, 12)
+    db = tmp_path / "n.duckdb"
+    with RayCluster(head_cpus=0, env={"METAOPT_NODE_CACHE": str(tmp_path / "cache")}) as c:  # trials go to the nodes
+        nodes = [c.add_node(num_cpus=1), c.add_node(num_cpus=1)]
+        proc = start(c, "eval", "--benchmark", "terminalbench", "--dataset", str(ds), "--agent", "oracle",
+                     "--db", str(db), "--json", *on_ray(c))
+        try:
+            wait_for(lambda: containers([name]), 180, "the trial's container")
+            [victim] = wait_for(lambda: c.busy_workers("trial_on_node"), 30, "the worker running the trial")
+            doomed = c.node_of(victim)
+            assert doomed in nodes, "the trial runs on a worker node (the head has no CPU)"
+            for pid in [p for p, _ in c._ours() if c.node_of(p) is doomed]:  # the whole node at once:
+                os.kill(pid, signal.SIGKILL)  # ray start, raylet, its workers and agents
+            stdout, stderr = proc.communicate(timeout=300)
+        finally:
+            proc.kill()
+            leftovers = containers([name])
+            remove([name])
+    assert proc.returncode == 0, stderr
+    [t] = json.loads(stdout)["tasks"]
+    assert (t["status"], t["score"]) == ("passed", 1.0)
+    with Store(db, read_only=True) as s:
+        [row] = s.rows("SELECT infra_errors, hardware FROM trials")
+    [failure] = json.loads(row["infra_errors"])
+    assert failure["ray_node_id"] and failure["ray_node_id"] != json.loads(row["hardware"])["ray_node_id"]
+    assert leftovers == []
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_interrupt_cancels_the_ray_tasks_and_leaves_no_container(cluster, tmp_path, sig):
+    names = [f"hang-{secrets.token_hex(4)}" for _ in range(2)]
+    ds = tmp_path / "ds"
+    for n in names:
+        slow_task(ds, n, 300)
+    db = tmp_path / "c.duckdb"
+    proc = start(cluster, "eval", "--benchmark", "terminalbench", "--dataset", str(ds), "--agent", "oracle", "-j", "2",
+                 "--db", str(db), *on_ray(cluster))
+    try:
+        wait_for(lambda: len(containers(names)) == 2, 180, "both trials' containers")
+        proc.send_signal(sig)
+        _, stderr = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+        leftovers = containers(names)
+        remove(names)
+    assert proc.returncode == 130, stderr
+    assert leftovers == []
+    wait_for(lambda: not cluster.busy_workers("trial_on_node"), 30, "the cancelled tasks to end")
+    with Store(db, read_only=True) as s:
+        assert s.rows("SELECT status FROM runs") == [{"status": "interrupted"}]
+
+
+def run_args(ds: Path, db: Path, *extra: str) -> list[str]:
+    return ["run", "--benchmark", "terminalbench", "--dataset", str(ds), "--harness", "minimal", "--model",
+            "fake/solution", "--meta-model", "heuristic", "--trials", "1", "--split", "0.34,0.33,0.33",
+            "--max-iterations", "2", "--db", str(db), "--json", *extra]
+
+
+def test_optimizer_on_ray_survives_a_killed_driver_and_resumes_only_unfinished_trials(cluster, tmp_path):
+    ds = make_tasks(tmp_path / "ds", n_long=4, n_short=2)
+    db = tmp_path / "r.duckdb"
+    proc = start(cluster, *run_args(ds, db, *on_ray(cluster)))
+    lines: list[str] = []
+    threading.Thread(target=lambda: lines.extend(proc.stderr), daemon=True).start()
+    try:
+        exp = wait_for(lambda: next((w for line in lines for w in line.split() if w.startswith("exp-")), None),
+                       120, "the experiment id").rstrip(":")
+        # train runs before validation: once a validation container exists, train's trials are in the store
+        wait_for(lambda: docker.from_env().api.containers(
+            all=True, filters={"label": f"metaopt.run_id={exp}/c0:validation"}), 300, "the validation split")
+        proc.send_signal(signal.SIGKILL)  # no cleanup, no end_run: as if the machine died
+        proc.wait(30)
+    finally:
+        proc.kill()
+    try:
+        check_resume(cluster, db, exp)
+    finally:  # what the killed driver left, if the resume did not remove it
+        api = docker.from_env().api
+        for c in api.containers(all=True, filters={"label": "metaopt.managed=true"}):
+            if (c.get("Labels") or {}).get("metaopt.run_id", "").startswith(exp + "/"):
+                api.remove_container(c["Id"], force=True)
+
+
+def check_resume(cluster: RayCluster, db: Path, exp: str) -> None:
+    with Store(db, read_only=True) as s:
+        before = {r["trial_id"]: r["finished_at"] for r in s.rows("SELECT trial_id, finished_at FROM trials")}
+        [cfg] = s.rows("SELECT config FROM experiments WHERE experiment_id = ?", [exp])
+    assert before and json.loads(cfg["config"])["run"]["executor"] == "ray"
+    r = cli(cluster, "run", "--resume", exp, "--db", str(db), "--json", "--ray-address", cluster.address)
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["experiment_id"] == exp and out["best_test_score"] is not None
+    with Store(db, read_only=True) as s:
+        after = {r["trial_id"]: r["finished_at"] for r in s.rows("SELECT trial_id, finished_at FROM trials")}
+        hw = [json.loads(r["hardware"]) for r in s.rows("SELECT hardware FROM trials")]
+        run_ids = [r["run_id"] for r in s.rows("SELECT DISTINCT run_id FROM trials")]
+    assert {k: after[k] for k in before} == before, "no finished trial ran again"
+    assert len(after) > len(before) and all(h.get("ray_node_id") for h in hw)
+    left = [c for rid in run_ids for c in docker.from_env().api.containers(
+        all=True, filters={"label": f"metaopt.run_id={rid}"})]
+    assert left == [], "what the killed driver's trials left was cleaned up by the resumed run"
+
+
+@pytest.mark.parametrize("executor", ["ray", "local"])
+def test_max_trials_stops_dispatching_mid_evaluation(cluster, tmp_path, executor):
+    ds = make_tasks(tmp_path / "ds", n_long=4, n_short=2)
+    db = tmp_path / "m.duckdb"
+    how = on_ray(cluster) if executor == "ray" else ["--executor", "local"]
+    r = cli(cluster, *run_args(ds, db, "--max-trials", "3", "-j", "1", *how))
+    assert r.returncode == 0, r.stderr
+    assert "max trials (3) reached" in json.loads(r.stdout)["stop_reason"]
+    with Store(db, read_only=True) as s:
+        n = s.rows("SELECT count(*) AS n FROM trials WHERE split != 'test'")[0]["n"]
+        booked = s.rows("SELECT count(*) AS n FROM budget_ledger WHERE kind = 'task'")[0]["n"]
+        total = s.rows("SELECT count(*) AS n FROM trials")[0]["n"]
+    assert n == 3, f"{n} trials before the sealed test split; one at a time, the stop allows exactly 3"
+    assert booked == total, "every trial that ran is booked in the ledger"
