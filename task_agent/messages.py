@@ -181,3 +181,7 @@ class ModelResponse(_Frozen):
     response_id: str | None = None
     server_address: str | None = None
     server_port: int | None = None
+    unparsed_output: str | None = None
+    """What the server returned raw when it did not turn a tool call into `tool_calls` (a call
+    written in the text, or arguments that are not a JSON object); None when every call parsed.
+    Recorded on the chat span as `metaopt.response.unparsed_output`."""
