@@ -27,11 +27,13 @@ app.add_typer(benchmarks_app, name="benchmarks")
 
 def _register_subcommands() -> None:
     from meta_agent.cli_export import export_cmd
+    from meta_agent.cli_models import app as models_app
     from meta_agent.cli_run import run_cmd
     from meta_agent.cli_traces import app as traces_app
     from meta_agent.cli_ui import register as register_ui
 
     app.add_typer(traces_app, name="traces")
+    app.add_typer(models_app, name="models")
     app.command("run")(run_cmd)
     app.command("export")(export_cmd)
     register_ui(app, traces_app)

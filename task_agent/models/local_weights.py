@@ -220,7 +220,7 @@ def pull(name: str, *, force: bool = False, progress: Progress | None = None) ->
     or does not match its pin (or when `force`). Raises WeightsError."""
     spec = pinned(name)
     dest = cache_dir() / spec.filename
-    if not force and verified(dest, spec.size, spec.sha256):
+    if not force and verified(dest, spec.size, spec.sha256, progress):
         return dest
     dest.parent.mkdir(parents=True, exist_ok=True)
     free = shutil.disk_usage(dest.parent).free
