@@ -20,13 +20,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from task_agent.messages import Message, ModelResponse, ModelSettings, TextPart, ToolSpec
+from task_agent.messages import Message, ModelResponse, ModelSettings, ToolSpec
 from task_agent.models.errors import ModelConfigError, ModelError
 from task_agent.models.local_server import ENV_PREFIX, LocalServer, LocalSettings, shared_server
 from task_agent.models.local_weights import MODELS, Progress, is_verified, resolve
 from task_agent.models.openai import OpenAIModel
 from task_agent.models.retry import RetryPolicy
-from task_agent.models.toolcall_text import recover
+from task_agent.models.toolcall_text import with_text_calls
 
 PROVIDER = "llama.cpp"  # gen_ai.provider.name: the server that answers
 
@@ -62,28 +62,7 @@ class LocalModel:
                                  f"{ENV_PREFIX}CTX or lower the harness's routing.context.max_tokens)",
                                  provider=PROVIDER, error_type=e.error_type, status_code=e.status_code) from None
             raise
-        return _with_text_calls(response, tools).model_copy(update={"cost_usd": 0.0, "provider": PROVIDER})
-
-
-def _with_text_calls(response: ModelResponse, tools: list[ToolSpec]) -> ModelResponse:
-    """Recover tool calls the server left in the text; note the raw output of any call it did
-    not parse."""
-    msg = response.message
-    if msg.tool_calls:
-        bad = [c.arguments_error for c in msg.tool_calls if c.arguments_error]
-        return response.model_copy(update={"unparsed_output": "\n".join(bad)}) if bad else response
-    if not tools or not msg.text.strip():
-        return response
-    found = recover(msg.text, id_prefix=response.response_id or "text-call")
-    if not found.calls:
-        return response
-    parts: list[Any] = [p for p in msg.parts if not isinstance(p, TextPart)]
-    if found.text:
-        parts.append(TextPart(content=found.text))
-    parts.extend(found.calls)
-    return response.model_copy(update={
-        "message": Message(role="assistant", parts=parts), "finish_reason": "tool_call",
-        "unparsed_output": msg.text})
+        return with_text_calls(response, tools).model_copy(update={"cost_usd": 0.0, "provider": PROVIDER})
 
 
 def create(model: str, *, base_url: str | None = None, context: dict[str, Any] | None = None) -> LocalModel:

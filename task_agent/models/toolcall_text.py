@@ -8,6 +8,9 @@ those into ToolCallParts and removes them from the text. Contracts:
 - Never raises. A block that is meant as a call but is not valid JSON (or whose arguments are
   not an object) becomes a ToolCallPart with `arguments_error` saying why and quoting the text,
   so the loop answers it with a tool error the model sees.
+- `with_text_calls(response, tools)` applies this to a ModelResponse that has no tool calls and
+  notes the raw output in `unparsed_output` whenever a call was not parsed by the server;
+  `TextToolCalls(model)` wraps any Model with it (LocalModel does the same).
 - Only call-shaped JSON counts: an object with a string `name` and `arguments` (or `parameters`),
   or a list of such objects. Inside <tool_call> tags `name` alone is enough. Other fenced JSON
   (a package.json the model shows, say) stays text.
@@ -17,10 +20,12 @@ from __future__ import annotations
 
 import json
 import re
+import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from task_agent.messages import ToolCallPart
+from task_agent.messages import (Message, ModelResponse, ModelSettings, TextPart, ToolCallPart,
+                                 ToolSpec)
 
 _FENCE = re.compile(r"```[ \t]*(json|tool_call|tool|)[ \t]*\r?\n(.*?)(?:\r?\n[ \t]*```|\Z)", re.S | re.I)
 _TAGS = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|\Z)", re.S)
@@ -111,3 +116,36 @@ def _arguments(raw: Any) -> tuple[dict[str, Any], str | None]:
     if not isinstance(raw, dict):
         return {}, f"tool arguments must be a JSON object, got {type(raw).__name__}: {json.dumps(raw)[:2000]}"
     return raw, None
+
+
+def with_text_calls(response: ModelResponse, tools: list[ToolSpec]) -> ModelResponse:
+    """`response` with the tool calls its text holds (when the server returned none), and the raw
+    output in `unparsed_output` whenever the server did not parse a call: a call left in the
+    text, or tool_calls whose arguments are not a JSON object."""
+    msg = response.message
+    if msg.tool_calls:
+        bad = [c.arguments_error for c in msg.tool_calls if c.arguments_error]
+        return response.model_copy(update={"unparsed_output": "\n".join(bad)}) if bad else response
+    if not tools or not msg.text.strip():
+        return response
+    found = recover(msg.text, id_prefix=f"call-{uuid.uuid4().hex[:12]}")  # unique in the history
+    if not found.calls:
+        return response
+    parts: list[Any] = [p for p in msg.parts if not isinstance(p, TextPart)]
+    if found.text:
+        parts.append(TextPart(content=found.text))
+    parts.extend(found.calls)
+    return response.model_copy(update={
+        "message": Message(role="assistant", parts=parts), "finish_reason": "tool_call",
+        "unparsed_output": msg.text})
+
+
+class TextToolCalls:
+    """Any Model, with tool calls written in its text recovered (see `with_text_calls`)."""
+
+    def __init__(self, model: Any):
+        self.model, self.name, self.provider = model, model.name, model.provider
+
+    def generate(self, messages: list[Message], tools: list[ToolSpec],
+                 settings: ModelSettings) -> ModelResponse:
+        return with_text_calls(self.model.generate(messages, tools, settings), tools)
