@@ -16,6 +16,7 @@ import atexit
 import os
 import threading
 import time
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -140,8 +141,9 @@ class LocalServer:
         except Exception as e:  # noqa: BLE001 - llama.cpp says little more than "failed to init"
             raise ModelConfigError(f"llama.cpp could not load {path} ({e}); set {ENV_PREFIX}VERBOSE=1 to see "
                                    f"its log, or lower {ENV_PREFIX}CTX") from None
-        self.load_s = time.monotonic() - t0
         self.address: str = self._server.listening_address
+        _wait_for_loop(self.address)
+        self.load_s = time.monotonic() - t0
         self.base_url = self.address + "/v1"
         self.port = int(self.address.rsplit(":", 1)[1])
         self.path, self.settings, self.alias = path, settings, alias
@@ -158,6 +160,22 @@ class LocalServer:
 
     def __repr__(self) -> str:
         return f"LocalServer({self.alias!r}, {self.address if self.running else 'stopped'})"
+
+
+def _wait_for_loop(address: str, timeout_s: float = 120.0) -> None:
+    """Return once llama.cpp's task loop answers. Stopping a server whose loop has not started
+    yet hangs for good (its terminate() is lost when the loop then starts), so a server is handed
+    out only after one request went through the loop: GET /slots is served by it."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            with urllib.request.urlopen(address + "/slots", timeout=timeout_s) as r:
+                r.read()
+                return
+        except OSError as e:
+            if time.monotonic() > deadline:
+                raise ModelConfigError(f"the llama.cpp server at {address} did not answer: {e}") from None
+            time.sleep(0.05)
 
 
 _servers: dict[tuple[str, LocalSettings, str], LocalServer] = {}
