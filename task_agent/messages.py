@@ -151,6 +151,9 @@ class ModelSettings(_Frozen):
     """Output token limit (OpenAI: max_completion_tokens)."""
     thinking_budget: int | None = None
     """Anthropic thinking budget_tokens; takes precedence over reasoning_effort."""
+    timeout_s: float | None = None
+    """Longest this call may take (the loop passes the episode's remaining time); None = the
+    client's own timeout. Honoured by the OpenAI-compatible clients, local/ included."""
 
 
 class Usage(_Frozen):

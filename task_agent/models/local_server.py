@@ -13,6 +13,7 @@ Settings come from LocalSettings (defaults below; environment variables METAOPT_
 from __future__ import annotations
 
 import atexit
+import functools
 import os
 import threading
 import time
@@ -39,11 +40,20 @@ class MissingRuntime(ModelConfigError):
                          "pip install 'metaopt[local]'")
 
 
+@functools.lru_cache(maxsize=1)  # once per process: settings are part of a server's identity
 def _default_threads() -> int:
+    """The CPUs this process may use that are not busy now (at least 1). llama.cpp's threads wait
+    for each other at every step: on a loaded machine (load 13 on 2 cores) 2 threads were 2.5-5x
+    slower than 1, because a descheduled thread stalls the others."""
     try:
-        return max(1, len(os.sched_getaffinity(0)))
+        cpus = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
-        return max(1, os.cpu_count() or 1)
+        cpus = os.cpu_count() or 1
+    try:
+        idle = cpus - os.getloadavg()[0]
+    except OSError:
+        idle = cpus
+    return max(1, min(cpus, round(idle + 0.5)))
 
 
 class LocalSettings(BaseModel):
@@ -59,7 +69,8 @@ class LocalSettings(BaseModel):
     parallel: int = Field(2, ge=1, le=16)
     """Slots: requests decoded together (continuous batching); more concurrent episodes queue."""
     threads: int = Field(default_factory=_default_threads, ge=1)
-    """CPU threads for generation and prompt processing (default: the CPUs this process may use)."""
+    """CPU threads for generation and prompt processing (default: the CPUs this process may use
+    that were idle when this process first asked, at least 1)."""
     temperature: float = Field(0.7, ge=0)
     """Sampling temperature when the harness sets none (Qwen2.5's recommended 0.7)."""
     top_p: float = Field(0.8, gt=0, le=1)
