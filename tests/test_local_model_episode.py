@@ -63,8 +63,8 @@ def test_eval_with_the_local_model_runs_a_real_episode_and_stores_its_trace(tmp_
         assert tin > 0 and tout > 0 and c == 0.0
     assert sum(s[5] for s in chats) == input_tokens and sum(s[6] for s in chats) == output_tokens
     outcome = json.loads(agent[10])["metaopt.outcome"]
-    assert outcome in ("finished", "no_tool_call", "turn_limit"), outcome  # not a model error
-    assert agent_s < 300  # the task's agent timeout
+    assert outcome in ("finished", "no_tool_call", "turn_limit", "time_limit"), outcome  # not a model error
+    assert agent_s < 300 + 15  # the task's agent timeout (+ the last tool call and teardown)
     # well-formed calls reached the sandbox: a harness tool ran there and reported an exit code
     ran = [t for t in tools if t[8] in ("bash", "read_file", "write_file")
            and "metaopt.tool.exit_code" in json.loads(t[10])]

@@ -48,6 +48,7 @@ class LocalModel:
         self.server: LocalServer = shared_server(path, self.settings, alias=self.model, pinned=self.pinned)
         self._client = OpenAIModel(self.model, base_url=self.server.base_url, compatible=True,
                                    retry=RetryPolicy(max_attempts=1), timeout_s=timeout_s)
+        self._client.name = self.name  # errors name the model as the user wrote it
 
     def __repr__(self) -> str:
         return f"LocalModel(name={self.name!r}, server={self.server!r})"
