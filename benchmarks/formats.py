@@ -8,10 +8,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from benchmarks.task import Task, TaskLoadError
-
-
-class TaskFormatError(ValueError):
-    """A task directory is malformed. The message names the file and the field."""
+from core.errors import TaskFormatError
 
 
 def first_error(e: ValidationError) -> str:

@@ -11,8 +11,7 @@ import tempfile
 from pathlib import Path
 
 from benchmarks.registry import load_benchmark
-from meta_agent.agents import HarnessAgent
-from meta_agent.runner import run_eval
+from evaluation import HarnessAgent, run_eval
 from sandbox.docker import DockerBackend
 from sandbox.images import ImageMap
 from task_agent.harness_io import load_harness, resolve_harness
@@ -31,9 +30,9 @@ result = run_eval(tasks, agent, benchmark="terminalbench-sample", backend=Docker
                   store=store)
 tracing.shutdown()
 
-row = result.rows[0]
-print(f"{row['task_id']}: {row['status']} (score {row['score']}), {row['duration_s']:.1f} s")
-for step in show_trial(store, row["trial_id"])["transcript"]:
+trial = result.rows[0]                                                # a TrialResult
+print(f"{trial.task_id}: {trial.status} (score {trial.score}), {trial.duration_s:.1f} s")
+for step in show_trial(store, trial.trial_id)["transcript"]:
     if step["type"] == "tool":
         print(f"  {step['name']}({step['arguments']}) -> {(step['result'] or '').strip()[:70]!r}")
 store.close()

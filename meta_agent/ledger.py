@@ -1,4 +1,4 @@
-"""The experiment ledger: experiments, candidates, gate decisions and spend, as store rows.
+"""The experiment ledger: experiments, candidates, gate decisions and spend, as typed store rows.
 
 Everything the optimizer decides is written here before it acts on it, so a reader (or a resumed
 run) can explain every step from the store alone.
@@ -10,12 +10,10 @@ import difflib
 import json
 from typing import Any
 
+from evaluation.result import TrialResult
+from meta_agent.records import Candidate, ExperimentRecord, GateDecision, Spend
 from task_agent.harness import Harness
 from traces.store import Store, now
-
-
-def _dump(v: Any) -> str:
-    return json.dumps(v, default=str, ensure_ascii=False)
 
 
 class Ledger:
@@ -24,56 +22,45 @@ class Ledger:
 
     # -- experiment ------------------------------------------------------------------------
     def create(self, benchmark: str, config: dict[str, Any], splits: dict[str, list[str]]) -> None:
-        self.store.con.execute(
-            "INSERT INTO experiments VALUES (?, ?, ?, ?, 'running', ?, NULL, NULL)",
-            [self.id, benchmark, _dump(config), _dump(splits), now()])
+        self.store.insert(ExperimentRecord(experiment_id=self.id, benchmark=benchmark, config=config,
+                                           splits=splits, status="running", started_at=now()))
 
-    def experiment(self) -> dict[str, Any] | None:
-        rows = self.store.rows("SELECT * FROM experiments WHERE experiment_id = ?", [self.id])
-        if not rows:
-            return None
-        row = rows[0]
-        for k in ("config", "splits", "result"):
-            row[k] = json.loads(row[k]) if row[k] else None
-        return row
+    def experiment(self) -> ExperimentRecord | None:
+        found = self.store.select(ExperimentRecord, "experiment_id = ?", [self.id])
+        return found[0] if found else None
 
     def finish(self, status: str, result: dict[str, Any] | None = None) -> None:
         self.store.con.execute("UPDATE experiments SET status = ?, finished_at = ?, result = ? WHERE experiment_id = ?",
-                               [status, now(), _dump(result) if result is not None else None, self.id])
+                               [status, now(), json.dumps(result, default=str) if result is not None else None,
+                                self.id])
 
     # -- candidates ------------------------------------------------------------------------
     def add_candidate(self, cid: str, harness: Harness, *, iteration: int, status: str, parent: Harness | None = None,
                       parent_id: str | None = None, proposer: str | None = None, rationale: str | None = None,
-                      evidence: list[str] | None = None) -> None:
-        self.store.con.execute(
-            "INSERT INTO candidates VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, ?)",
-            [cid, self.id, parent_id, iteration, status, proposer, rationale, _dump(evidence or []),
-             diff(parent, harness) if parent is not None else None, _dump(harness.model_dump(mode="json")),
-             harness.content_hash(), now()])
+                      evidence: list[str] | None = None) -> Candidate:
+        c = Candidate(candidate_id=cid, experiment_id=self.id, parent_id=parent_id, iteration=iteration,
+                      status=status, proposer=proposer, rationale=rationale, evidence=evidence or [],
+                      diff=diff(parent, harness) if parent is not None else None, harness=harness,
+                      harness_hash=harness.content_hash(), created_at=now())
+        self.store.insert(c)
+        return c
 
     def set_status(self, cid: str, status: str, reason: str) -> None:
         self.store.con.execute("UPDATE candidates SET status = ?, status_reason = ? WHERE candidate_id = ?",
                                [status, reason, cid])
 
-    def candidates(self) -> list[dict[str, Any]]:
-        rows = self.store.rows("SELECT * FROM candidates WHERE experiment_id = ? ORDER BY iteration", [self.id])
-        for r in rows:
-            r["harness"] = Harness.model_validate(json.loads(r["harness"]))
-        return rows
+    def candidates(self) -> list[Candidate]:
+        return self.store.select(Candidate, "experiment_id = ?", [self.id], order="iteration")
 
     # -- decisions and spend ---------------------------------------------------------------
     def decision(self, cid: str, parent_id: str | None, stage: str, outcome: str, reason: str, rule: str,
                  **numbers: Any) -> None:
-        details = numbers.pop("details", None)
-        self.store.con.execute(
-            "INSERT INTO gate_decisions VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            [self.id, cid, parent_id, stage, outcome, numbers.get("delta"), numbers.get("se"),
-             numbers.get("threshold"), numbers.get("n_tasks"), numbers.get("coverage"), reason, rule,
-             _dump(details) if details is not None else None, now()])
+        self.store.insert(GateDecision(experiment_id=self.id, candidate_id=cid, parent_id=parent_id, stage=stage,
+                                       outcome=outcome, reason=reason, rule=rule, decided_at=now(), **numbers))
 
     def spend(self, kind: str, cid: str | None, ref: str, usd: float | None, tokens_in: int = 0, tokens_out: int = 0) -> None:
-        self.store.con.execute("INSERT INTO budget_ledger VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                               [self.id, cid, kind, ref, usd, tokens_in, tokens_out, now()])
+        self.store.insert(Spend(experiment_id=self.id, candidate_id=cid, kind=kind, ref=ref, usd=usd,
+                                input_tokens=tokens_in, output_tokens=tokens_out, recorded_at=now()))
 
     def spent(self) -> dict[str, float]:
         rows = self.store.rows("SELECT kind, coalesce(sum(usd), 0) AS usd FROM budget_ledger WHERE experiment_id = ? "
@@ -84,6 +71,10 @@ class Ledger:
 
     def trials_run(self) -> int:
         return self.store.rows("SELECT count(*) AS n FROM trials WHERE experiment_id = ?", [self.id])[0]["n"]
+
+    def trials(self, cid: str, split: str) -> list[TrialResult]:
+        return self.store.select(TrialResult, "experiment_id = ? AND candidate_id = ? AND split = ?",
+                                 [self.id, cid, split])
 
 
 def diff(parent: Harness, child: Harness) -> str:

@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import random
 
-
-class SplitError(ValueError):
-    """A split that leaves a set empty or fractions that do not add up. One line, exit 2."""
+from core.errors import SplitError
 
 
 def parse_split(text: str) -> tuple[float, float, float]:

@@ -29,8 +29,8 @@ import docker
 import docker.errors
 import requests
 
+from core.errors import ImageBuildError, SandboxError, SandboxUnavailable
 from sandbox.base import ExecResult, SandboxSpec
-from sandbox.errors import ImageBuildError, SandboxError, SandboxUnavailable
 from sandbox.images import (ImageMap, context_digest, context_files, context_tar, resolve,
                             rewrite_from_lines, root_owned, run_build, strip_top, tar_of)
 from sandbox.shell import KILL_TREE, TIMEOUT_EXIT_CODE, DockerShell, ExecStream

@@ -26,7 +26,8 @@ from typing import Any
 
 import yaml
 
-from sandbox.errors import ImageBuildError, ImageNotFound
+from core.errors import ImageBuildError, ImageNotFound
+
 
 DEFAULT_MAP_PATH = Path(__file__).with_name("image_map.yaml")
 

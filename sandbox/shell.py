@@ -12,8 +12,8 @@ import socket
 import time
 from typing import TYPE_CHECKING, Any
 
+from core.errors import SandboxError
 from sandbox.base import ExecResult
-from sandbox.errors import SandboxError
 
 if TYPE_CHECKING:
     from sandbox.docker import DockerSandbox

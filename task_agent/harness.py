@@ -22,16 +22,12 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
+from core.errors import HarnessError
 from task_agent.messages import ModelSettings, ToolSpec
 from task_agent.tools import check_parameters_schema, check_template
 
 SCHEMA_VERSION = 1
 Name = Annotated[str, StringConstraints(pattern=r"^[a-zA-Z0-9_-]{1,64}$")]
-
-
-class HarnessError(ValueError):
-    """An invalid or unreadable harness: a user (or meta-agent) mistake, reported in one line
-    naming the file and the field path."""
 
 
 class _Strict(BaseModel):

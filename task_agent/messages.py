@@ -188,3 +188,20 @@ class ModelResponse(_Frozen):
     """What the server returned raw when it did not turn a tool call into `tool_calls` (a call
     written in the text, or arguments that are not a JSON object); None when every call parsed.
     Recorded on the chat span as `metaopt.response.unparsed_output`."""
+
+
+class Transcript(_Frozen):
+    """What an agent said and did in one episode, for scorers that read it (inspect tasks)."""
+
+    messages: list[Message] = Field(default_factory=list)
+    """The whole conversation, system prompt first."""
+    answer: str = ""
+    """The agent's final answer: the finish summary, else empty."""
+    outcome: str = ""
+    """How the episode ended: finished | no_tool_call | turn_limit | time_limit | ..."""
+
+    @property
+    def final_text(self) -> str:
+        """The answer, or (an episode cut off by a limit) the last assistant text."""
+        return self.answer or next((m.text for m in reversed(self.messages)
+                                    if m.role == "assistant" and m.text), "")

@@ -17,7 +17,7 @@ import pytest
 
 from sandbox.base import SandboxSpec
 from sandbox.docker import DockerBackend, DockerSandbox
-from sandbox.errors import SandboxUnavailable
+from core.errors import SandboxUnavailable
 
 DEFAULT_TEST_IMAGE = "metaopt-base:latest"
 

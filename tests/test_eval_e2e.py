@@ -13,6 +13,7 @@ import docker
 import pytest
 
 from benchmarks.registry import load_benchmark
+from evaluation import TrialResult
 from traces.store import Store
 from _docker_fixtures import metaopt, require_base_image
 
@@ -66,31 +67,31 @@ def test_sample_tasks_oracle_scores_one_and_nop_zero(tmp_path, how, agent, expec
     assert not bad
     assert out["mean_score"] == expected and out["agent"] == agent
     with Store(db, read_only=True) as s:
-        rows = s.trials(out["run_id"])
+        rows = s.select(TrialResult, "run_id = ?", [out["run_id"]])
         assert len(rows) == len(ids)
-        assert all(r["image"].startswith("metaopt-task/") for r in rows)
-        assert all(json.loads(r["tests"]) for r in rows), "per-test results recorded"
+        assert all(r.image.startswith("metaopt-task/") for r in rows)
+        assert all(r.tests for r in rows), "per-test results recorded"
         assert s.rows("SELECT status FROM runs")[0]["status"] == "finished"
         if "--model" in how:
             assert_traces(s, rows)
 
 
-def assert_traces(s: Store, rows: list[dict]) -> None:
+def assert_traces(s: Store, rows: list[TrialResult]) -> None:
     """Each trial: one invoke_agent span, one chat span per model call, one execute_tool span per
     tool call, carrying the command and its output."""
     for row in rows:
         spans = s.rows("SELECT span_id, parent_span_id, operation_name, tool_name FROM spans "
-                       "WHERE trace_id = ? ORDER BY start_ns", [row["trace_id"]])
+                       "WHERE trace_id = ? ORDER BY start_ns", [row.trace_id])
         [root] = [x for x in spans if x["operation_name"] == "invoke_agent"]
         chats = [x for x in spans if x["operation_name"] == "chat"]
         tools = [x for x in spans if x["operation_name"] == "execute_tool"]
         assert len(spans) == 1 + len(chats) + len(tools)
         assert all(x["parent_span_id"] == root["span_id"] for x in chats + tools)
         calls = s.rows("SELECT count(*) AS n FROM messages WHERE trace_id = ? AND direction = 'output' "
-                       "AND part_type = 'tool_call'", [row["trace_id"]])[0]["n"]
+                       "AND part_type = 'tool_call'", [row.trace_id])[0]["n"]
         assert len(tools) == calls
-        if row["score"] == 1.0:  # fake/solution: the task's solution ran through the bash tool
-            [task] = load_benchmark("terminalbench-sample", task_ids=[row["task_id"]])
+        if row.score == 1.0:  # fake/solution: the task's solution ran through the bash tool
+            [task] = load_benchmark("terminalbench-sample", task_ids=[row.task_id])
             first = task.solution.command or task.solution.steps[0]
             bash = [x for x in tools if x["tool_name"] == "bash"][0]
             msgs = {m["direction"]: m["text"] for m in s.rows(
@@ -139,9 +140,9 @@ def test_agent_timeout_still_runs_the_verifier(tmp_path):
     assert by_id["work-then-hang"]["score"] == 1.0
     assert (by_id["hang-first"]["status"], by_id["hang-first"]["score"]) == ("timeout", 0.0)
     with Store(db, read_only=True) as s:
-        rows = {r["task_id"]: r for r in s.trials(out["run_id"])}
-    assert rows["hang-first"]["agent_timed_out"] and rows["hang-first"]["failure_mode"] == "agent_timeout"
-    assert rows["work-then-hang"]["agent_timed_out"]
+        rows = {r.task_id: r for r in s.select(TrialResult, "run_id = ?", [out["run_id"]])}
+    assert rows["hang-first"].agent_timed_out and rows["hang-first"].failure_mode == "agent_timeout"
+    assert rows["work-then-hang"].agent_timed_out
 
 
 def test_bad_input_exits_2_with_one_line(tmp_path):
@@ -188,11 +189,11 @@ def test_interrupt_keeps_finished_trials_and_leaves_no_container(tmp_path, sig):
     assert "interrupted" in stderr and "Traceback" not in stderr
     with Store(db, read_only=True) as s:
         [run] = s.rows("SELECT run_id, status FROM runs")
-        rows = s.trials(run["run_id"])
+        rows = s.select(TrialResult, "run_id = ?", [run["run_id"]])
     assert run["status"] == "interrupted"
     left = client.containers.list(all=True, filters={"label": f"metaopt.run_id={run['run_id']}"})
     assert left == []
-    assert [(r["task_id"], r["score"]) for r in rows] == [("a-fast", 1.0)]
+    assert [(r.task_id, r.score) for r in rows] == [("a-fast", 1.0)]
 
 
 def test_gpus_reach_docker_as_device_requests(tmp_path, base_image):

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from _docker_fixtures import metaopt
+from evaluation import TrialResult
 from traces.explorer.queries import overview
 from traces.explorer.server import make_server
 from traces.explorer.source import Source
@@ -40,16 +41,17 @@ def test_reads_snapshots_while_a_real_writer_holds_the_file(tmp_path):
     db = tmp_path / "w.duckdb"
     with Store(db) as s:
         s.begin_run("run-w", benchmark="b", agent="nop", dataset=None, args={})
-        s.add_trial(_trial(0))
+        s.insert(TrialResult(**_trial(0)))
     writer = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
         import sys, time
         sys.path.insert(0, {str(ROOT / 'tests')!r})
         from test_explorer_source import _trial
+        from evaluation import TrialResult
         from traces.store import Store
         with Store({str(db)!r}) as s:
             print("open", flush=True)
             for i in range(1, 31):
-                s.add_trial(_trial(i))
+                s.insert(TrialResult(**_trial(i)))
                 time.sleep(0.1)
             sys.stdin.readline()  # hold the file until the test says so
     """)], cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
@@ -188,7 +190,7 @@ def test_ui_binds_localhost_and_reports_a_busy_port(tmp_path):
 def test_overview_separates_experiments_from_evaluation_runs(tmp_path):
     with Store(tmp_path / "o.duckdb") as s:
         s.begin_run("run-w", benchmark="b", agent="nop", dataset=None, args={})
-        s.add_trial(_trial(1))
+        s.insert(TrialResult(**_trial(1)))
         data = overview(s)
     assert data["experiments"] == [] and data["runs"][0]["run_id"] == "run-w" and data["runs"][0]["trials"] == 1
 
@@ -205,8 +207,8 @@ def test_failures_are_grouped_by_cause_with_the_span_to_open(tmp_path):
     with Store(tmp_path / "c.duckdb") as s:
         for task, (status, mode, outcome, n_err) in cases.items():
             tid = f"run-c/{task}/0"
-            s.add_trial({**_trial(0), "trial_id": tid, "run_id": "run-c", "task_id": task, "status": status,
-                         "failure_mode": mode})
+            s.insert(TrialResult(**{**_trial(0), "trial_id": tid, "run_id": "run-c", "task_id": task,
+                                    "status": status, "failure_mode": mode}))
             if outcome is None:
                 continue  # the sandbox failed before the agent ran: no spans
             s.con.execute("INSERT INTO spans (trace_id, span_id, name, start_ns, trial_id, operation_name, status_code,"

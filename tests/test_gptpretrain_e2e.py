@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from _docker_fixtures import metaopt, require_base_image
-from benchmarks.agents import AgentResult
+from evaluation import AgentResult, TrialResult
 from benchmarks.gptpretrain.build import build_task, config_from_env
 from benchmarks.gptpretrain.verify import load_baselines
-from meta_agent.trial import ImageCache, run_trial
+from evaluation import ImageCache, run_trial
 from sandbox.docker import DockerBackend
 from sandbox.images import ImageMap
 from traces.store import Store
@@ -53,11 +53,11 @@ def test_oracle_and_fake_solution_beat_the_measured_baseline(cache_dir, tmp_path
     (baseline,) = load_baselines().values()  # measured in this run, on this hardware, and cached
     assert baseline["val_bpb"] > 0 and baseline["fingerprint"]["cores"] >= 1
     with Store(db, read_only=True) as store:
-        (trial,) = store.trials(out["run_id"])
-    rewards = json.loads(trial["rewards"]) if isinstance(trial["rewards"], str) else trial["rewards"]
+        (trial,) = store.select(TrialResult, "run_id = ?", [out["run_id"]])
+    rewards = trial.rewards
     assert rewards["baseline_val_bpb"] == pytest.approx(baseline["val_bpb"])
     assert rewards["val_bpb"] < baseline["val_bpb"] and rewards["tokens_per_second"] > 0
-    assert '"fingerprint"' in trial["test_output"]  # the hardware the numbers belong to
+    assert '"fingerprint"' in trial.test_output  # the hardware the numbers belong to
 
     out = _eval(cache_dir, tmp_path / "f.duckdb", "--model", "fake/solution")  # the same edit through the bash tool
     (row,) = out["tasks"]
@@ -153,10 +153,10 @@ def test_cheating_and_broken_train_py_get_no_credit(cache_dir):
         backend.prune(run_id)
     for name, (_, _, status, mode) in CASES.items():
         row = rows[name]
-        assert (row["status"], row["failure_mode"], row["score"]) == (status, mode, 0.0), (name, row.get("error"), row.get("test_output", "")[-2000:])
-    base = rows["prints_fake_val_bpb"]["rewards"]
+        assert (row.status, row.failure_mode, row.score) == (status, mode, 0.0), (name, row.error, (row.test_output or "")[-2000:])
+    base = rows["prints_fake_val_bpb"].rewards
     assert base["val_bpb"] > base["baseline_val_bpb"]  # its own printed 0.01 was ignored
-    out = rows["reads_validation"]["test_output"]
+    out = rows["reads_validation"].test_output
     assert "no validation data reachable" in out and "READ " not in out
-    assert "/tmp/stash.bin" in rows["writes_outside"]["error"]
-    assert "prepare.py was modified" in rows["edits_prepare"]["error"]
+    assert "/tmp/stash.bin" in rows["writes_outside"].error
+    assert "prepare.py was modified" in rows["edits_prepare"].error

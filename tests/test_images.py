@@ -7,7 +7,7 @@ import tarfile
 
 import pytest
 
-from sandbox.errors import ImageNotFound
+from core.errors import ImageNotFound
 from sandbox.images import (
     ImageMap,
     context_digest,

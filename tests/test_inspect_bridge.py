@@ -109,8 +109,7 @@ def test_inspect_runs_samples_in_metaopt_sandbox(tmp_path):
 def test_sample_files_and_setup_are_in_place_for_the_oracle(tmp_path, monkeypatch):
     """Files and setup are baked into the sample's image; the oracle runs metadata `solution`."""
     require_base_image()
-    from benchmarks.agents import OracleAgent
-    from meta_agent.runner import run_eval
+    from evaluation import OracleAgent, run_eval
     from sandbox.docker import DockerBackend
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
@@ -120,15 +119,14 @@ def test_sample_files_and_setup_are_in_place_for_the_oracle(tmp_path, monkeypatc
         result = run_eval(load_benchmark(name), OracleAgent(), benchmark=name, backend=backend, store=store)
     finally:
         store.close()
-    scores = {r["task_id"]: (r["score"], r["status"]) for r in result.rows}
+    scores = {r.task_id: (r.score, r.status) for r in result.rows}
     assert scores == {"copies": (1.0, "passed"), "does-nothing": (0.0, "failed")}, result.rows
 
 
 @pytest.mark.docker
 def test_a_scorer_that_raises_is_an_error_not_a_zero(tmp_path):
     require_base_image()
-    from benchmarks.agents import NopAgent
-    from meta_agent.runner import run_eval
+    from evaluation import NopAgent, run_eval
     from sandbox.docker import DockerBackend
 
     name = f"inspect:{TASK_FILE}@raising_task"
@@ -137,8 +135,8 @@ def test_a_scorer_that_raises_is_an_error_not_a_zero(tmp_path):
         [row] = run_eval(load_benchmark(name), NopAgent(), benchmark=name, backend=DockerBackend(), store=store).rows
     finally:
         store.close()
-    assert (row["score"], row["status"], row["failure_mode"]) == (None, "error", "scorer_error")
-    assert row["error"] == "inspect scorer raised ValueError: boom"
+    assert (row.score, row.status, row.failure_mode) == (None, "error", "scorer_error")
+    assert row.error == "inspect scorer raised ValueError: boom"
 
 
 def test_unimportable_module_is_one_line_exit_2():

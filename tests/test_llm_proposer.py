@@ -15,13 +15,15 @@ from pathlib import Path
 import pytest
 import yaml
 
-from meta_agent.proposers import Evidence, UnknownProposer, get_proposer
+from core.errors import UserError
+from evaluation import TrialResult
+from meta_agent.proposers import Evidence, get_proposer
 from meta_agent.proposers.heuristic import HeuristicProposer
 from meta_agent.proposers.llm import ELIDED, LLMProposer
 from meta_agent.proposers.llm_tools import harness_yaml
 from task_agent.harness_io import harness_from_data, load_harness, resolve_harness
 from task_agent.messages import Message, ModelResponse, ToolCallPart
-from task_agent.models.errors import MissingApiKey
+from core.errors import MissingApiKey
 from traces.store import Store
 from _step_tasks import make_tasks
 from _docker_fixtures import metaopt, require_base_image
@@ -47,9 +49,9 @@ def test_meta_model_names_select_the_proposer(tmp_path):
     p = get_proposer(script(tmp_path, [{"text": "hi"}]))
     assert isinstance(p, LLMProposer) and p.name == "llm"
     assert isinstance(get_proposer("llm", script(tmp_path, [{"text": "hi"}])), LLMProposer)
-    with pytest.raises(UnknownProposer):
+    with pytest.raises(UserError):
         get_proposer("llm")
-    with pytest.raises(UnknownProposer):
+    with pytest.raises(UserError):
         get_proposer("smart")
     with pytest.raises(MissingApiKey):  # conftest removes the keys: fails at construction, before any spend
         get_proposer("anthropic/claude-opus-4-1")
@@ -128,8 +130,8 @@ def test_write_revision_rejects_what_cannot_be_evaluated_and_sums_spend(tmp_path
     ])
     p = LLMProposer(model)
     with Store(tmp_path / "s.duckdb") as s:
-        s.add_trial({"trial_id": "t-1", "run_id": "r", "benchmark": "b", "task_id": "steps-00", "attempt": 0,
-                     "agent": "a", "status": "failed", "score": 0.0})
+        s.insert(TrialResult(trial_id="t-1", run_id="r", benchmark="b", task_id="steps-00", attempt=0,
+                             agent="a", status="failed", score=0.0))
         rev = p.propose(MINIMAL, Evidence(s, ["t-1"], "exp"), {tried_hash})
     errors = [m.parts[0] for m in model.seen[-1] if m.role == "tool"]
     assert all(e.is_error for e in errors) and len(errors) == 5

@@ -17,7 +17,7 @@ import pytest
 
 from task_agent.messages import Message, ModelSettings
 from task_agent.models import allow_model_requests, get_model
-from task_agent.models.errors import ModelConfigError, UnknownProvider
+from core.errors import ModelConfigError, UnknownProvider
 from task_agent.models.local_server import LocalServer, LocalSettings, running_servers
 from task_agent.models.local_weights import resolve
 

@@ -113,6 +113,41 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path, extra, needle
     assert not db.exists()
 
 
+@pytest.mark.parametrize("extra, needle", [
+    (["--trials", "0"], "--trials: Input should be greater than or equal to 1"),
+    (["--max-iterations", "0"], "--max-iterations"),
+    (["--harness", "no-such-harness"], "--harness"),
+])
+def test_bad_numbers_and_names_are_exactly_one_line(tmp_path, extra, needle):
+    db = tmp_path / "b.duckdb"
+    r = run("--benchmark", "terminalbench-sample", "--model", "fake/solution", *extra, "--db", str(db))
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and needle in r.stderr, r.stderr
+    assert not db.exists()
+
+
+def test_sigterm_stops_the_run_like_ctrl_c(tmp_path):
+    """SIGTERM: exit 130, the experiment is `interrupted` (resumable), and no container is left."""
+    ds, db = make_tasks(tmp_path / "ds", n_long=3, n_short=3), tmp_path / "t.duckdb"
+    proc = subprocess.Popen([sys.executable, "-m", "meta_agent.cli", "run", *args(ds, db)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    client = docker.from_env()
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline:  # terminate while trials run
+        if client.api.containers(filters={"label": "metaopt.managed=true"}) and db.exists():
+            break
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGTERM)
+    _, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 130, stderr
+    assert "--resume" in stderr and "Traceback" not in stderr
+    with Store(db, read_only=True) as s:
+        [exp] = s.rows("SELECT experiment_id, status FROM experiments")
+    assert exp["status"] == "interrupted"
+    left = [c for c in client.api.containers(all=True, filters={"label": "metaopt.managed=true"})
+            if (c.get("Labels") or {}).get("metaopt.run_id", "").startswith(exp["experiment_id"])]
+    assert left == []
+
+
 def test_resume_of_unknown_experiment_is_exit_2(tmp_path):
     db = tmp_path / "u.duckdb"
     Store(db).close()

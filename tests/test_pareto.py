@@ -5,6 +5,7 @@ from collections import Counter
 
 import pytest
 
+from meta_agent.records import CandidateView
 from meta_agent.strategies import get_strategy
 from meta_agent.strategies.pareto import Pareto, frontier, merge
 from task_agent.harness import Harness
@@ -24,9 +25,9 @@ def tool(data: dict, name: str) -> dict:
 
 
 def cand(n: int, status: str = "accepted", scores: dict | None = None, parent: str | None = "c0",
-         harness: Harness = BASE) -> dict:
-    return {"candidate_id": f"c{n}", "parent_id": None if n == 0 else parent, "iteration": n,
-            "status": status, "harness": harness, "val_mean": 0.0, "val_scores": scores or {}}
+         harness: Harness = BASE) -> CandidateView:
+    return CandidateView(candidate_id=f"c{n}", parent_id=None if n == 0 else parent, iteration=n,
+                         status=status, harness=harness, val_mean=0.0, val_scores=scores or {})
 
 
 def test_registered():
@@ -52,14 +53,14 @@ def test_only_kept_candidates_join():
              *(cand(i, s, {"t1": [1.0]}) for i, s in
                enumerate(["inconclusive", "rejected", "invalid", "pending"], start=1))]
     assert frontier(cands) == {"c0": ["t1"]}
-    assert Pareto().select(cands, random.Random(0))["candidate_id"] == "c0"
+    assert Pareto().select(cands, random.Random(0)).candidate_id == "c0"
 
 
 def test_selection_is_proportional_to_wins():
     cands = [cand(0, "baseline", {"t1": [1], "t2": [0], "t3": [0], "t4": [0]}),
              cand(1, scores={"t1": [0], "t2": [1], "t3": [1], "t4": [1]})]
     rng, n = random.Random(123), 8000
-    counts = Counter(Pareto().select(cands, rng)["candidate_id"] for _ in range(n))
+    counts = Counter(Pareto().select(cands, rng).candidate_id for _ in range(n))
     assert counts["c0"] / n == pytest.approx(0.25, abs=0.02)
     assert counts["c1"] / n == pytest.approx(0.75, abs=0.02)
 
@@ -70,18 +71,18 @@ def test_selection_is_deterministic_per_seed():
 
     def draws(seed):
         rng = random.Random(seed)
-        return [Pareto().select(cands, rng)["candidate_id"] for _ in range(50)]
+        return [Pareto().select(cands, rng).candidate_id for _ in range(50)]
 
     assert draws(7) == draws(7)
     assert draws(7) != draws(8)
-    assert draws(7) == [Pareto().select(list(reversed(cands)), r)["candidate_id"]
+    assert draws(7) == [Pareto().select(list(reversed(cands)), r).candidate_id
                         for r in [random.Random(7)] for _ in range(50)]  # input order does not matter
 
 
 def test_fallback_without_per_task_data():
     cands = [cand(0, "baseline"), cand(1), cand(2, "rejected"), cand(3, "inconclusive")]
-    assert Pareto().select(cands, random.Random(0))["candidate_id"] == "c1"
-    assert Pareto().select([cand(0, "baseline")], random.Random(0))["candidate_id"] == "c0"
+    assert Pareto().select(cands, random.Random(0)).candidate_id == "c1"
+    assert Pareto().select([cand(0, "baseline")], random.Random(0)).candidate_id == "c0"
     assert frontier(cands) == {}
     with pytest.raises(ValueError):
         Pareto().select([cand(1, "rejected")], random.Random(0))
@@ -130,9 +131,9 @@ def test_merge_with_added_tool_and_role_prompt_and_deeper_lineage():
     cands = pair(add_tool, more_turns)
     # c3, a grandchild of c0 through c2, adds a role prompt; c1 and c3 meet at c0
     c3 = cand(3, scores={"t1": [0.0], "t2": [1.0], "t3": [1.0]}, parent="c2",
-              harness=edit(cands[2]["harness"], role_prompt))
-    cands[0]["val_scores"]["t3"] = [0.0]
-    cands[2]["val_scores"]["t3"] = [0.5]
+              harness=edit(cands[2].harness, role_prompt))
+    cands[0].val_scores["t3"] = [0.0]
+    cands[2].val_scores["t3"] = [0.5]
     cands.append(c3)
     assert set(frontier(cands)) == {"c1", "c2", "c3"}
     found = {tuple(p): (h, why) for p, (h, _, why) in
@@ -182,10 +183,10 @@ def test_model_section_is_never_merged():
 
 def test_no_merge_without_a_pair_on_the_frontier_or_when_already_tried():
     cands = pair(more_turns, longer_bash)
-    cands[2]["val_scores"] = {"t1": [0.0], "t2": [0.0]}  # c2 wins nothing
+    cands[2] = cands[2].model_copy(update={"val_scores": {"t1": [0.0], "t2": [0.0]}})  # c2 wins nothing
     assert merge(cands, random.Random(0)) is None
     cands = pair(more_turns, longer_bash)
-    cands[2]["status"] = "inconclusive"
+    cands[2] = cands[2].model_copy(update={"status": "inconclusive"})
     assert merge(cands, random.Random(0)) is None
     cands = pair(more_turns, longer_bash)
     child, _, _ = merge(cands, random.Random(0))

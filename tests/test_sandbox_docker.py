@@ -21,7 +21,7 @@ from sandbox_conformance import SandboxConformance
 
 from sandbox.base import SandboxSpec
 from sandbox.docker import DockerBackend
-from sandbox.errors import ImageBuildError, ImageNotFound, SandboxError, SandboxUnavailable
+from core.errors import ImageBuildError, ImageNotFound, SandboxError, SandboxUnavailable
 from sandbox.images import ImageMap
 
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(120)]

@@ -4,6 +4,7 @@ import duckdb
 import pytest
 
 from traces.migrations import MIGRATIONS
+from evaluation import TrialResult
 from traces.store import Store, StoreError
 
 
@@ -18,13 +19,14 @@ def test_migrations_are_recorded_once(tmp_path):
 def test_trial_round_trip(tmp_path):
     with Store(tmp_path / "s.duckdb") as s:
         s.begin_run("r1", benchmark="b", agent="oracle", dataset=None, args={"trials": 1})
-        s.add_trial({"trial_id": "r1/t/0", "run_id": "r1", "benchmark": "b", "task_id": "t", "attempt": 0,
-                     "agent": "oracle", "score": 1.0, "status": "passed", "tests": {"t::a": "passed"}})
+        s.insert(TrialResult(trial_id="r1/t/0", run_id="r1", benchmark="b", task_id="t", attempt=0,
+                             agent="oracle", score=1.0, status="passed", tests={"t::a": "passed"}))
         s.end_run("r1", "finished")
     with Store(tmp_path / "s.duckdb", read_only=True) as s:
-        [row] = s.trials("r1")
-        assert (row["score"], row["status"], row["error"]) == (1.0, "passed", None)
-        assert '"t::a"' in row["tests"]
+        [row] = s.select(TrialResult, "run_id = ?", ["r1"])
+        assert (row.score, row.status, row.error) == (1.0, "passed", None)
+        assert row.tests == {"t::a": "passed"}
+        assert '"t::a"' in s.rows("SELECT tests FROM trials")[0]["tests"]  # a JSON column
         assert s.rows("SELECT status FROM runs")[0]["status"] == "finished"
 
 

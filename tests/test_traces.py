@@ -12,6 +12,7 @@ import pytest
 from opentelemetry import trace
 from opentelemetry.sdk.trace.export import SpanExportResult
 
+from evaluation import TrialResult
 from task_agent.messages import Message, ModelSettings, ToolResultPart, ToolSpec, Usage
 from task_agent.models import get_model
 from traces import queries
@@ -231,14 +232,14 @@ def test_show_trial_list_failures_sql(tracing, tmp_path):
     store, _, tracer, _ = tracing
     ep, _ = run_episode(tracer, tmp_path)
     base = {"run_id": "r1", "benchmark": "b", "task_id": "t", "agent": "baseline@fake"}
-    store.add_trial({**base, "trial_id": "r1/t/0", "attempt": 0, "status": "failed",
-                     "failure_mode": "tests_failed", "score": 0.0, "trace_id": ep.trace_id})
-    store.add_trial({**base, "trial_id": "r1/t/1", "attempt": 1, "status": "failed", "failure_mode": "tests_failed"})
-    store.add_trial({**base, "trial_id": "r1/t/2", "attempt": 2, "status": "timeout", "failure_mode": "agent_timeout"})
-    store.add_trial({**base, "trial_id": "r1/t/3", "attempt": 3, "status": "error"})
-    store.add_trial({**base, "trial_id": "r1/t/4", "attempt": 4, "status": "passed", "score": 1.0})
-    store.add_trial({**base, "run_id": "r2", "trial_id": "r2/t/0", "attempt": 0, "status": "failed",
-                     "failure_mode": "tests_failed"})
+    store.insert(TrialResult(**{**base, "trial_id": "r1/t/0", "attempt": 0, "status": "failed",
+                     "failure_mode": "tests_failed", "score": 0.0, "trace_id": ep.trace_id}))
+    store.insert(TrialResult(**{**base, "trial_id": "r1/t/1", "attempt": 1, "status": "failed", "failure_mode": "tests_failed"}))
+    store.insert(TrialResult(**{**base, "trial_id": "r1/t/2", "attempt": 2, "status": "timeout", "failure_mode": "agent_timeout"}))
+    store.insert(TrialResult(**{**base, "trial_id": "r1/t/3", "attempt": 3, "status": "error"}))
+    store.insert(TrialResult(**{**base, "trial_id": "r1/t/4", "attempt": 4, "status": "passed", "score": 1.0}))
+    store.insert(TrialResult(**{**base, "run_id": "r2", "trial_id": "r2/t/0", "attempt": 0, "status": "failed",
+                     "failure_mode": "tests_failed"}))
 
     shown = queries.show_trial(store, "r1/t/0")
     assert shown["trial"]["status"] == "failed" and shown["trace_ids"] == [ep.trace_id]

@@ -10,17 +10,17 @@ from __future__ import annotations
 import json
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import duckdb
 
+from core.errors import StoreError
 from traces.migrations import MIGRATIONS
+from traces.records import Record
+
+R = TypeVar("R", bound=Record)
 
 DEFAULT_PATH = Path(".metaopt/metaopt.duckdb")
-
-
-class StoreError(Exception):
-    """The store file cannot be used (corrupt, locked, newer schema). The message is one line."""
 
 
 def now() -> datetime:
@@ -74,32 +74,29 @@ class Store:
     def end_run(self, run_id: str, status: str) -> None:
         self.con.execute("UPDATE runs SET finished_at = ?, status = ? WHERE run_id = ?", [now(), status, run_id])
 
-    # -- trials ---------------------------------------------------------------------------
-    def add_trial(self, row: dict[str, Any]) -> None:
-        """Append one finished trial. Keys are `trials` columns; missing ones are NULL."""
-        cols = self._columns("trials")
-        values = []
-        for c in cols:
-            v = row.get(c)
-            values.append(json.dumps(v, default=str) if isinstance(v, (dict, list)) else v)
-        ap = self.con.appender("trials")
-        ap.append_row(*values)
-        ap.flush()
+    # -- typed records --------------------------------------------------------------------
+    def insert(self, record: Record) -> None:
+        """Write one record into its table by column name (see traces.records)."""
+        row = record.to_row()
+        cols = ", ".join(f'"{c}"' for c in row)
+        self.con.execute(f"INSERT INTO {record.table} ({cols}) VALUES ({', '.join('?' * len(row))})",
+                         list(row.values()))
 
-    def trials(self, run_id: str) -> list[dict[str, Any]]:
-        return self.rows("SELECT * FROM trials WHERE run_id = ? ORDER BY task_id, attempt", [run_id])
+    def select(self, model: type[R], where: str = "true", params: list | None = None,
+               order: str | None = None) -> list[R]:
+        """Rows of `model`'s table matching `where`, as `model` records."""
+        cols = ", ".join(f'"{c}"' for c in model.model_fields)
+        sql = f"SELECT {cols} FROM {model.table} WHERE {where}" + (f" ORDER BY {order}" if order else "")
+        return [model.model_validate(r) for r in self.rows(sql, params)]
+
+    def columns(self, table: str) -> list[str]:
+        return [r[0] for r in self.con.execute(f"DESCRIBE {table}").fetchall()]
 
     # -- generic --------------------------------------------------------------------------
     def rows(self, sql: str, params: list | None = None) -> list[dict[str, Any]]:
         cur = self.con.execute(sql, params or [])
         names = [d[0] for d in cur.description]
         return [dict(zip(names, r)) for r in cur.fetchall()]
-
-    def _columns(self, table: str) -> list[str]:
-        cache = self.__dict__.setdefault("_cols", {})
-        if table not in cache:
-            cache[table] = [r[0] for r in self.con.execute(f"DESCRIBE {table}").fetchall()]
-        return cache[table]
 
     def close(self) -> None:
         self.con.close()

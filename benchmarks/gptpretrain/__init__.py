@@ -9,14 +9,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from core.errors import MissingExtra
 
-def load_tasks(data_dir: Path | None = None, task_ids: list[str] | None = None) -> list:
+
+def load_tasks(data_dir: Path | None = None) -> list:
     """[the Task] for `data_dir` (text / parquet) or the offline corpus. Raises ValueError
-    (corpus.DataError included) with a one-line message."""
-    from benchmarks.gptpretrain.build import build_task
-
-    task = build_task(data_dir)
-    for t in task_ids or []:
-        if t != task.id:
-            raise ValueError(f"--tasks: unknown task id '{t}' (known: {task.id})")
-    return [task]
+    (corpus.DataError included) with a one-line message, MissingExtra without numpy."""
+    try:
+        from benchmarks.gptpretrain.build import build_task
+    except ImportError as e:
+        raise MissingExtra("benchmark 'gptpretrain'", "pretrain", e.name) from None
+    return [build_task(data_dir)]

@@ -19,13 +19,11 @@ import zlib
 from collections.abc import Iterator
 from pathlib import Path
 
+from core.errors import DataError, MissingExtra
+
 CHUNK = 8192
 TEXT_SUFFIXES = {".txt", ".md", ".text"}
 LICENSES = Path("/usr/share/common-licenses")
-
-
-class DataError(ValueError):
-    """The data dir holds no usable text. One line naming the dir."""
 
 
 def split_of(name: str) -> str:
@@ -77,7 +75,7 @@ def _parquet(path: Path, rel: str) -> Iterator[tuple[str, str]]:
     try:
         import pyarrow.parquet as pq
     except ImportError:
-        raise DataError(f"--dataset: {rel} is parquet but pyarrow is not installed (pip install pyarrow)") from None
+        raise MissingExtra(f"--dataset: {rel} is parquet and reading it", "pretrain", "pyarrow") from None
     try:
         table = pq.read_table(path, columns=["text"])
     except Exception as e:  # pyarrow raises several types for a missing column or a bad file

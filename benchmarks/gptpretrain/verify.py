@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from benchmarks.gptpretrain.build import cache_root
+from benchmarks.scorers import Verification, VerifyContext
 from benchmarks.scoring import Verdict
 from benchmarks.task import Task
 from sandbox.base import Sandbox
@@ -35,8 +36,12 @@ from sandbox.base import Sandbox
 RESULT = "/verifier/result.json"
 
 
-def verify_val_bpb(task: Task, sb: Sandbox, timeout_multiplier: float = 1.0) -> tuple[Verdict, str, int | None]:
-    """(verdict, verifier output, exit code). Never raises for the candidate's failures."""
+def verify_val_bpb(task: Task, sb: Sandbox, ctx: VerifyContext) -> Verification:
+    """The `val_bpb` scorer. Never raises for the candidate's failures."""
+    return Verification(*_verify(task, sb, ctx.timeout_multiplier))
+
+
+def _verify(task: Task, sb: Sandbox, timeout_multiplier: float) -> tuple[Verdict, str, int | None]:
     v = task.verifier
     sb.exec("rm -rf /verifier && mkdir -m 700 /verifier", user="root")
     for host, dest in v.files:

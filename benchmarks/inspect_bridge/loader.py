@@ -20,6 +20,7 @@ from typing import Any
 
 from benchmarks.inspect_bridge.staging import staged
 from benchmarks.task import Environment, Solution, Task, TaskLoadError, Verifier
+from core.errors import InspectLoadError, MissingExtra
 
 DEFAULT_IMAGE = "metaopt-base:latest"
 DEFAULT_TIMEOUT_S = 600.0
@@ -27,10 +28,6 @@ SCORER_TIMEOUT_S = 600.0
 # The harness agent's answer is what inspect's answer-checking scorers read (state.output).
 ANSWER_NOTE = ("When you are done, give your final answer as the last thing in your finish summary "
                "(or your last message): it is what gets checked.")
-
-
-class InspectLoadError(ValueError):
-    """The module, the task or the inspect-ai install is unusable. One line."""
 
 
 @dataclass
@@ -72,7 +69,7 @@ def _load(spec: str) -> Loaded:
     try:
         from inspect_ai import Task as InspectTask
     except ImportError:
-        raise InspectLoadError("inspect benchmarks need inspect-ai: pip install 'metaopt[inspect]'") from None
+        raise MissingExtra("inspect benchmarks", "inspect", "inspect-ai") from None
     module, source_dir = _import(module_ref, spec)
     obj = getattr(module, task_name, None)
     if obj is None:

@@ -14,26 +14,29 @@ import asyncio
 import json
 from typing import Any
 
-from benchmarks.agents import AgentResult
 from benchmarks.inspect_bridge.loader import loaded
+from benchmarks.scorers import Verification, VerifyContext
 from benchmarks.scoring import Verdict
 from benchmarks.task import Task
 from sandbox.base import Sandbox
-from task_agent.messages import Message, ToolCallPart, ToolResultPart
+from task_agent.messages import Message, ToolCallPart, ToolResultPart, Transcript
 
 MODEL_NAME = "metaopt/harness-agent"
 
 
-def score_inspect(task: Task, sb: Sandbox, result: AgentResult | None, timeout_s: float,
+def verify_inspect(task: Task, sb: Sandbox, ctx: VerifyContext) -> Verification:
+    """The `inspect` scorer: the task's own inspect scorers on the agent's transcript."""
+    return Verification(*score_inspect(task, sb, ctx.transcript, task.verifier.timeout_s * ctx.timeout_multiplier,
+                                       ctx.attempt))
+
+
+def score_inspect(task: Task, sb: Sandbox, transcript: Transcript | None, timeout_s: float,
                   attempt: int = 0) -> tuple[Verdict, str, None]:
     """(verdict, output, None): output is JSON {scorer: {value, answer, explanation, metadata}}."""
     lt = loaded(task.benchmark.removeprefix("inspect:"))
     sample = lt.samples[task.id]
-    extra = result.extra if result is not None else {}
-    messages = extra.get("messages") or []
-    # the finish summary; an episode cut off by a limit answers with its last assistant text
-    answer = extra.get("answer") or next((m.text for m in reversed(messages) if m.role == "assistant" and m.text), "")
-    state = task_state(sample, messages, answer, epoch=attempt + 1)
+    transcript = transcript or Transcript()
+    state = task_state(sample, transcript.messages, transcript.final_text, epoch=attempt + 1)
     try:
         scores = asyncio.run(asyncio.wait_for(_run_scorers(lt.task.scorer, state, sample, sb, task.workdir),
                                               timeout_s))

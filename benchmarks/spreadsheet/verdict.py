@@ -11,8 +11,25 @@ in `error`, never an error row.
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING
 
 from benchmarks.scoring import Verdict
+
+if TYPE_CHECKING:
+    from benchmarks.scorers import Verification, VerifyContext
+    from benchmarks.task import Task
+    from sandbox.base import Sandbox
+
+
+def verify_spreadsheet(task: Task, sb: Sandbox, ctx: VerifyContext) -> Verification:
+    """The `spreadsheet` scorer: run evaluate.py in the sandbox, score the result JSON it wrote."""
+    from benchmarks.scorers import Verification, read_or_none, run_verifier
+
+    run = run_verifier(task, sb, ctx)
+    if isinstance(run, Verification):
+        return run
+    output, code = run
+    return Verification(score_spreadsheet(read_or_none(sb, "/logs/verifier/spreadsheet.json"), output), output, code)
 
 
 def score_spreadsheet(result_json: bytes | None, output: str) -> Verdict:

@@ -7,13 +7,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from core.errors import ExportError
 from task_agent.harness import Harness, HarnessError
 from task_agent.harness_io import SHIPPED, load_harness
-
-
-class ExportError(ValueError):
-    """A user mistake (unknown candidate, unreadable harness, a format that cannot express the
-    harness): one line, exit 2."""
 
 
 @dataclass

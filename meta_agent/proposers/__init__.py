@@ -1,20 +1,22 @@
 """Proposers turn a parent harness and evidence from its failing train trials into a Revision.
 
-Implementations, one per file, looked up by name: `heuristic` (no model) and `llm` (a meta-agent
-driven by a model). A meta-model string that names a model (`provider/model`, e.g.
-`anthropic/claude-opus-4-1` or `fake/script:PATH`) selects `llm` with that model.
+Implementations, one per file, looked up by name (core.registry; plugins through the
+`metaopt.proposers` entry-point group): `heuristic` (no model) and `llm` (a meta-agent driven by
+a model). A meta-model string that names a model (`provider/model`, e.g.
+`anthropic/claude-opus-4-1` or `fake/script:PATH`) selects `llm` with that model. Each registered
+target is a class taking `(model: str | None = None, base_url: str | None = None)`.
 """
 
 from __future__ import annotations
 
+from core.errors import UnknownName, UserError
+from core.registry import Registry
 from meta_agent.proposers.base import Evidence, Proposer, Revision
 
-PROPOSERS = {"heuristic": "meta_agent.proposers.heuristic:HeuristicProposer",
-             "llm": "meta_agent.proposers.llm:LLMProposer"}
-
-
-class UnknownProposer(ValueError):
-    pass
+PROPOSERS = Registry("proposer", "metaopt.proposers", {
+    "heuristic": "meta_agent.proposers.heuristic:HeuristicProposer",
+    "llm": "meta_agent.proposers.llm:LLMProposer",
+})
 
 
 def proposer_name(meta_model: str) -> str:
@@ -25,18 +27,17 @@ def proposer_name(meta_model: str) -> str:
 def get_proposer(name: str, meta_model: str | None = None, base_url: str | None = None) -> Proposer:
     """`get_proposer("heuristic")`, `get_proposer("anthropic/claude-opus-4-1")` or
     `get_proposer("llm", "fake/script:steps.yaml")`. Building an llm proposer builds its model
-    client: MissingApiKey / UnknownProvider (ModelConfigError) surface here."""
-    from meta_agent.lookup import lookup
-
+    client: MissingApiKey / UnknownProvider (ModelConfigError) surface here; an unknown name is
+    UnknownName."""
     if "/" in name:
         name, meta_model = "llm", name
-    if name == "llm":
-        if not meta_model:
-            raise UnknownProposer("the llm proposer needs a meta model: provider/model")
-        from meta_agent.proposers.llm import LLMProposer
+    if name == "llm" and not meta_model:
+        raise UserError("give the llm meta-agent's model as provider/model (e.g. anthropic/claude-opus-4-1)",
+                        field="--meta-model")
+    if name not in PROPOSERS:
+        raise UnknownName("proposer", name, PROPOSERS.names(),
+                          f": '{name}' is not available (or give a model as provider/model for the llm meta-agent)")
+    return PROPOSERS.load(name)(meta_model, base_url=base_url)
 
-        return LLMProposer(meta_model, base_url=base_url)
-    return lookup(PROPOSERS, name, "proposer", UnknownProposer)
 
-
-__all__ = ["Evidence", "Proposer", "Revision", "get_proposer", "proposer_name", "UnknownProposer", "PROPOSERS"]
+__all__ = ["Evidence", "PROPOSERS", "Proposer", "Revision", "get_proposer", "proposer_name"]

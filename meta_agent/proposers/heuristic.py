@@ -12,14 +12,17 @@ Every rationale cites the counts and the span ids it read.
 
 from __future__ import annotations
 
-from task_agent.harness import Harness
 from meta_agent.proposers.base import Evidence, Revision
+from task_agent.harness import Harness
 
 MAX_TIMEOUT_S, MAX_TURNS, MAX_OUTPUT = 600.0, 200, 50_000
 
 
 class HeuristicProposer:
     name = "heuristic"
+
+    def __init__(self, model: str | None = None, base_url: str | None = None):
+        """No model: `model` and `base_url` are accepted (the registry's signature) and unused."""
 
     def propose(self, parent: Harness, evidence: Evidence, tried: set[str]) -> Revision | None:
         child, reasons, cites = parent, [], []

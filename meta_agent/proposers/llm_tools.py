@@ -26,6 +26,7 @@ from typing import Any
 import duckdb
 import yaml
 
+from core.errors import ToolError
 from meta_agent.proposers.base import Evidence, Revision
 from task_agent.harness import Harness, HarnessError
 from task_agent.harness_io import _Dumper, harness_from_data
@@ -66,10 +67,6 @@ TOOLS = [
                            "description": "Trial ids and span ids whose evidence supports the revision."}},
                  "required": ["harness_yaml", "rationale", "cites"]}),
 ]
-
-
-class ToolError(Exception):
-    """A tool call the model should fix: its message is the error result."""
 
 
 class Session:

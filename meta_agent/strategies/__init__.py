@@ -1,28 +1,35 @@
-"""Search strategies: which candidate to extend next. One small file each, chosen by name, each
-given a seeded RNG. `bilevel` (a strategy that rewrites the search itself) is not built yet."""
+"""Search strategies: which candidate to extend next. One small file each, chosen by name
+(core.registry; plugins through the `metaopt.strategies` entry-point group), each given a seeded
+RNG. `bilevel` (a strategy that rewrites the search itself) is not built yet."""
 
 from __future__ import annotations
 
 from typing import Protocol
 
-STRATEGIES = {"greedy": "meta_agent.strategies.greedy:Greedy"}
-STRATEGIES["pareto"] = "meta_agent.strategies.pareto:Pareto"
+from core.registry import Registry
+from meta_agent.records import CandidateView
+from task_agent.harness import Harness
+
+STRATEGIES = Registry("strategy", "metaopt.strategies", {
+    "greedy": "meta_agent.strategies.greedy:Greedy",
+    "pareto": "meta_agent.strategies.pareto:Pareto",
+})
 
 
 class Strategy(Protocol):
     name: str
 
-    def select(self, candidates: list[dict], rng) -> dict:
-        """The parent for the next proposal, from the experiment's candidate rows (each with
-        `candidate_id`, `status`, `iteration` and `val_mean`)."""
+    def select(self, candidates: list[CandidateView], rng) -> CandidateView:
+        """The parent for the next proposal, from the experiment's candidates."""
+        ...
+
+    def merge(self, candidates: list[CandidateView], rng, tried: set[str]
+              ) -> tuple[Harness, list[str], str] | None:
+        """A child combining two candidates' changes: (harness, [parent ids], rationale), or None
+        (strategies that do not merge always return None). `tried`: harness hashes proposed so far."""
         ...
 
 
-class UnknownStrategy(ValueError):
-    pass
-
-
 def get_strategy(name: str) -> Strategy:
-    from meta_agent.lookup import lookup
-
-    return lookup(STRATEGIES, name, "strategy", UnknownStrategy)
+    """An instance of the strategy called `name`. Raises UnknownName."""
+    return STRATEGIES.load(name)()

@@ -1,10 +1,10 @@
 """`pareto`: GEPA-style parent selection from the per-task Pareto frontier of validation scores,
 plus a merge of two frontier candidates that changed disjoint components of a common ancestor
-(optimizer-lessons section 10). Pure functions over the loop's candidate dicts; no I/O.
+(optimizer-lessons section 10). Pure functions over the loop's CandidateViews; no I/O.
 
-Candidate dicts carry `candidate_id`, `parent_id`, `iteration`, `status`, `harness` (a Harness),
-`val_mean`, and `val_scores`: task_id -> list of trial scores (float, or None for a trial that
-errored), `{}` (or absent) when the candidate was not evaluated on validation.
+A CandidateView carries `candidate_id`, `parent_id`, `iteration`, `status`, `harness`, `val_mean`,
+and `val_scores`: task_id -> list of trial scores (float, or None for a trial that errored), `{}`
+when the candidate was not evaluated on validation.
 
 Who joins the frontier: only `baseline` and `accepted` candidates with validation scores.
 GEPA admits every evaluated candidate; we do not admit `inconclusive` ones (nor `rejected`,
@@ -24,30 +24,31 @@ from __future__ import annotations
 from itertools import combinations
 from typing import Any
 
+from meta_agent.records import CandidateView
 from task_agent.harness import Harness
 
 KEPT = ("baseline", "accepted")
 EPS = 1e-9
 
 
-def _task_means(c: dict) -> dict[str, float]:
+def _task_means(c: CandidateView) -> dict[str, float]:
     out = {}
-    for task, trials in (c.get("val_scores") or {}).items():
+    for task, trials in c.val_scores.items():
         scored = [x for x in trials if x is not None]
         if scored:
             out[task] = sum(scored) / len(scored)
     return out
 
 
-def _order(candidates: list[dict]) -> list[dict]:
-    return sorted(candidates, key=lambda c: (c["iteration"], c["candidate_id"]))
+def _order(candidates: list[CandidateView]) -> list[CandidateView]:
+    return sorted(candidates, key=lambda c: (c.iteration, c.candidate_id))
 
 
-def frontier(candidates: list[dict]) -> dict[str, list[str]]:
+def frontier(candidates: list[CandidateView]) -> dict[str, list[str]]:
     """candidate_id -> sorted task ids it wins, for every kept candidate (baseline/accepted) with
     validation scores that is best (ties included) on at least one task. Insertion order follows
     (iteration, candidate_id). Empty when no kept candidate has per-task data."""
-    means = {c["candidate_id"]: _task_means(c) for c in _order(candidates) if c["status"] in KEPT}
+    means = {c.candidate_id: _task_means(c) for c in _order(candidates) if c.status in KEPT}
     best: dict[str, float] = {}
     for per in means.values():
         for task, m in per.items():
@@ -63,23 +64,23 @@ def frontier(candidates: list[dict]) -> dict[str, list[str]]:
 class Pareto:
     name = "pareto"
 
-    def select(self, candidates: list[dict], rng) -> dict:
+    def select(self, candidates: list[CandidateView], rng) -> CandidateView:
         """A frontier candidate, drawn with probability proportional to the number of tasks it
         wins using `rng` (a random.Random; same seed and candidates -> same choice). Without
         per-task data, the latest kept candidate (as `greedy`). ValueError if none is kept."""
-        kept = [c for c in _order(candidates) if c["status"] in KEPT]
+        kept = [c for c in _order(candidates) if c.status in KEPT]
         if not kept:
             raise ValueError("no baseline or accepted candidate to select from")
         wins = frontier(kept)
         if not wins:
             return kept[-1]
-        by_id = {c["candidate_id"]: c for c in kept}
+        by_id = {c.candidate_id: c for c in kept}
         ids = list(wins)
         return by_id[rng.choices(ids, weights=[len(wins[i]) for i in ids])[0]]
 
     frontier = staticmethod(frontier)
 
-    def merge(self, candidates: list[dict], rng, tried: set[str] | frozenset = frozenset()
+    def merge(self, candidates: list[CandidateView], rng, tried: set[str] | frozenset = frozenset()
               ) -> tuple[Harness, list[str], str] | None:
         """Merge two frontier candidates (see `merge`)."""
         return merge(candidates, rng, tried)
@@ -135,16 +136,16 @@ def _apply(base: Harness, changes: dict[str, Any]) -> Harness:
     return Harness.model_validate(d)
 
 
-def _lineage(cid: str, by_id: dict[str, dict]) -> list[str]:
+def _lineage(cid: str, by_id: dict[str, CandidateView]) -> list[str]:
     """`cid`, its parent, grandparent, ... (stops at an unknown id or a cycle)."""
     out: list[str] = []
     while cid in by_id and cid not in out:
         out.append(cid)
-        cid = by_id[cid].get("parent_id")
+        cid = by_id[cid].parent_id
     return out
 
 
-def merge(candidates: list[dict], rng, tried: set[str] | frozenset = frozenset()
+def merge(candidates: list[CandidateView], rng, tried: set[str] | frozenset = frozenset()
           ) -> tuple[Harness, list[str], str] | None:
     """A GEPA merge: (child, [parent_a, parent_b], rationale), or None when no pair qualifies.
 
@@ -161,7 +162,7 @@ def merge(candidates: list[dict], rng, tried: set[str] | frozenset = frozenset()
     its model section, name and description are the ancestor's. One qualifying pair is chosen
     with `rng`; pairs are enumerated in (iteration, candidate_id) order, so a seed reproduces it.
     """
-    by_id = {c["candidate_id"]: c for c in candidates}
+    by_id = {c.candidate_id: c for c in candidates}
     front = list(frontier(candidates))
     options = []
     for a, b in combinations(front, 2):
@@ -169,9 +170,9 @@ def merge(candidates: list[dict], rng, tried: set[str] | frozenset = frozenset()
         anc_id = next((x for x in _lineage(a, by_id) if x in line_b), None)
         if anc_id is None:
             continue
-        anc = by_id[anc_id]["harness"]
+        anc = by_id[anc_id].harness
         base = _components(anc)
-        ca, cb = _changed(by_id[a]["harness"], base), _changed(by_id[b]["harness"], base)
+        ca, cb = _changed(by_id[a].harness, base), _changed(by_id[b].harness, base)
         only_a, only_b = [k for k in ca if k not in cb], [k for k in cb if k not in ca]
         if not only_a or not only_b or any(ca[k] != cb[k] for k in set(ca) & set(cb)):
             continue

@@ -10,14 +10,19 @@ never imports an SDK.
 
 from __future__ import annotations
 
-import importlib
-from importlib.metadata import entry_points
-from typing import Any, Callable
+from typing import Any
+
+from core.errors import (
+    MissingApiKey,
+    ModelConfigError,
+    ModelError,
+    ModelRequestsBlocked,
+    UnknownProvider,
+)
+from core.registry import Registry
 
 # ALLOW_MODEL_REQUESTS is not re-exported: a copy of a bool here could not switch anything off.
 from task_agent.models.base import Model, allow_model_requests, model_requests_allowed
-from task_agent.models.errors import (MissingApiKey, ModelConfigError, ModelError,
-                                      ModelRequestsBlocked, UnknownProvider)
 
 ENTRY_POINT_GROUP = "metaopt.models"
 BUILTIN_PROVIDERS: dict[str, str] = {
@@ -27,9 +32,10 @@ BUILTIN_PROVIDERS: dict[str, str] = {
     "fake": "task_agent.models.fake:create",
     "local": "task_agent.models.local:create",
 }
+PROVIDERS = Registry("model provider", ENTRY_POINT_GROUP, BUILTIN_PROVIDERS)
 
 __all__ = [
-    "BUILTIN_PROVIDERS", "ENTRY_POINT_GROUP", "MissingApiKey", "Model",
+    "BUILTIN_PROVIDERS", "ENTRY_POINT_GROUP", "PROVIDERS", "MissingApiKey", "Model",
     "ModelConfigError", "ModelError", "ModelRequestsBlocked", "UnknownProvider",
     "allow_model_requests", "get_model", "model_requests_allowed", "providers", "split_name",
 ]
@@ -37,13 +43,7 @@ __all__ = [
 
 def providers() -> dict[str, str]:
     """Provider name -> "module:factory", plugins included (a built-in name cannot be replaced)."""
-    found = {ep.name: ep.value for ep in entry_points(group=ENTRY_POINT_GROUP)}
-    return {**found, **BUILTIN_PROVIDERS}
-
-
-def _load(target: str) -> Callable[..., Model]:
-    module, _, attr = target.partition(":")
-    return getattr(importlib.import_module(module), attr)
+    return PROVIDERS.targets()
 
 
 def get_model(name: str, *, base_url: str | None = None,
@@ -57,13 +57,9 @@ def get_model(name: str, *, base_url: str | None = None,
     Raises UnknownProvider (listing the known ones), MissingApiKey, or ModelConfigError.
     """
     provider, sep, model = split_name(name)
-    if provider in BUILTIN_PROVIDERS:
-        target = BUILTIN_PROVIDERS[provider]
-    else:
-        target = providers().get(provider) if sep else None
-    if not sep or not model or target is None:
-        raise UnknownProvider(name, list(providers()))
-    return _load(target)(model, base_url=base_url, context=context)
+    if not sep or not model or provider not in PROVIDERS:
+        raise UnknownProvider(name, PROVIDERS.names())
+    return PROVIDERS.load(provider)(model, base_url=base_url, context=context)
 
 
 def split_name(name: str) -> tuple[str, str, str]:

@@ -15,8 +15,8 @@ from collections.abc import Iterator
 from typing import Protocol, runtime_checkable
 from urllib.parse import urlsplit
 
+from core.errors import ModelRequestsBlocked
 from task_agent.messages import Message, ModelResponse, ModelSettings, ToolSpec
-from task_agent.models.errors import ModelRequestsBlocked
 
 ALLOW_MODEL_REQUESTS: bool = True
 """Set to False to block every real model request in this process."""

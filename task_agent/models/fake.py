@@ -14,10 +14,10 @@ from typing import Any
 
 import yaml
 
+from core.errors import ModelConfigError
 from task_agent.messages import (FinishReason, Message, ModelResponse, ModelSettings,
                                  ReasoningPart, TextPart, ToolCallPart, ToolResultPart, ToolSpec,
                                  Usage)
-from task_agent.models.errors import ModelConfigError
 
 EXHAUSTED = "script exhausted"
 _STEP_KEYS = {"tool", "arguments", "tool_calls", "text", "reasoning", "id"}

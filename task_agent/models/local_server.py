@@ -23,21 +23,13 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from task_agent.models.errors import ModelConfigError
+from core.errors import MissingExtra, ModelConfigError
 
 RUNTIME = "xllamacpp"
 RUNTIME_VERSION = "2026.10.11549"
 TEMPLATES = Path(__file__).with_name("templates")
 FENCED_TEMPLATE = TEMPLATES / "qwen2.5-fenced-tools.jinja"
 ENV_PREFIX = "METAOPT_LOCAL_"
-
-
-class MissingRuntime(ModelConfigError):
-    """xllamacpp is not installed: the message names the extra to install."""
-
-    def __init__(self) -> None:
-        super().__init__("local/ models need the llama.cpp runtime (xllamacpp), which is not installed: "
-                         "pip install 'metaopt[local]'")
 
 
 @functools.lru_cache(maxsize=1)  # once per process: settings are part of a server's identity
@@ -124,7 +116,7 @@ class LocalServer:
         try:
             import xllamacpp
         except ImportError:
-            raise MissingRuntime() from None
+            raise MissingExtra("local/ models (llama.cpp runtime)", "local", RUNTIME) from None
         p = xllamacpp.CommonParams()
         p.model.path = str(path)
         p.model_alias = {alias}

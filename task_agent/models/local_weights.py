@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable
 
-from task_agent.models.errors import ModelConfigError
+from core.errors import ModelConfigError
 
 CHUNK = 1 << 20
 GGUF_MAGIC = b"GGUF"

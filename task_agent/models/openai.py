@@ -20,11 +20,11 @@ from typing import Any
 
 import openai
 
+from core.errors import MissingApiKey, ModelConfigError
 from task_agent.messages import (FinishReason, Message, ModelResponse, ModelSettings,
                                  ReasoningPart, TextPart, ToolCallPart, ToolResultPart, ToolSpec,
                                  Usage)
 from task_agent.models.base import check_model_requests_allowed, server_of
-from task_agent.models.errors import MissingApiKey, ModelConfigError
 from task_agent.models.pricing import cost_usd
 from task_agent.models.retry import RetryPolicy, call_with_retries, classify_sdk_error
 

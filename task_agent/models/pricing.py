@@ -16,8 +16,8 @@ from typing import Any
 
 import yaml
 
+from core.errors import ModelConfigError
 from task_agent.messages import Usage
-from task_agent.models.errors import ModelConfigError
 
 ENV_PRICES = "METAOPT_PRICES"
 _BUILTIN = Path(__file__).with_name("prices.yaml")

@@ -17,7 +17,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from task_agent.models.errors import ModelError
+from core.errors import ModelError
+
 
 T = TypeVar("T")
 RETRYABLE_STATUS = {408, 409, 429}

@@ -16,15 +16,12 @@ from pathlib import Path
 from typing import Any, Callable
 from urllib.parse import parse_qs, urlsplit
 
+from core.errors import BadRequest
 from traces.explorer import queries as q
 from traces.explorer.source import Source
 from traces.store import StoreError
 
 STATIC = Path(__file__).parent / "static"
-
-
-class BadRequest(Exception):
-    """A missing or malformed query parameter (400)."""
 
 
 def _arg(params: dict[str, list[str]], name: str, default: str | None = ..., ) -> str | None:  # type: ignore[assignment]

@@ -8,7 +8,7 @@ grow in append order, as real ones do (they start with the run id, which starts 
 it with the real HTTP server and times each endpoint over HTTP, reading a snapshot of the store as
 `metaopt ui` does (the one-off first copy is timed apart).
 
-    python -m benchmarks.perf.explorer [--spans 1000000] [--db PATH] [--repeat 7]
+    python -m perf.explorer [--spans 1000000] [--db PATH] [--repeat 7]
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Sandbox overhead on this machine, with a warm image.
 
-    python -m benchmarks.perf.sandbox_overhead [--image IMG] [--n 30]
+    python -m perf.sandbox_overhead [--image IMG] [--n 30]
 
 Prints: per-trial overhead (create, start, one exec of `true`, teardown), a stateless exec of
 `true`, a persistent-shell `true` round trip (over 1000 runs), and 4 concurrent trials (each:

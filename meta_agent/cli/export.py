@@ -7,6 +7,7 @@ from pathlib import Path
 
 import typer
 
+from meta_agent.cli.common import DB, err
 from meta_agent.export import FORMATS
 
 
@@ -14,20 +15,16 @@ def export_cmd(
     candidate: str = typer.Argument(..., help="Candidate id from the store, or a harness folder."),
     fmt: str = typer.Option(..., "--format", "-f", help=f"One of: {', '.join(FORMATS)}."),
     out: Path = typer.Option(..., "--out", "-o", help="New or empty folder to write the export into."),
-    db: Path = typer.Option(Path(".metaopt/metaopt.duckdb"), "--db", help="DuckDB store file."),
+    db: Path = DB,
     allow_gaps: bool = typer.Option(False, "--allow-gaps",
                                     help="Export even when the format cannot express a feature the harness uses "
                                          "(each is listed in the export's README). Default: refuse, exit 2."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object describing the export."),
 ) -> None:
     """Export a harness (an optimized candidate or a folder) into a standalone agent."""
-    from meta_agent.cli import err, fail
-    from meta_agent.export import ExportError, export
+    from meta_agent.export import export
 
-    try:
-        result = export(candidate, fmt, out, db=db, allow_gaps=allow_gaps)
-    except ExportError as e:
-        fail(str(e))
+    result = export(candidate, fmt, out, db=db, allow_gaps=allow_gaps)
     if as_json:
         print(json.dumps(result.to_json()))
         return

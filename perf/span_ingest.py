@@ -1,6 +1,6 @@
 """Span ingest into DuckDB and tracing overhead per tool call, on this machine.
 
-    python -m benchmarks.perf.span_ingest [--n 200000] [--tool-calls 5000] [--db PATH]
+    python -m perf.span_ingest [--n 200000] [--tool-calls 5000] [--db PATH]
 
 Prints:
   - spans/s ingested through DuckDBSpanExporter.export + force_flush, for finished

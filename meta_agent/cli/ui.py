@@ -13,8 +13,9 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from meta_agent.cli.common import DB, err, fail, sigterm_as_interrupt
+
 out = Console()
-DB = typer.Option(Path(".metaopt/metaopt.duckdb"), "--db", help="DuckDB store file.")
 JSON = typer.Option(False, "--json", help="Print the view's JSON (what the web app's endpoint serves).")
 
 
@@ -25,7 +26,6 @@ def ui_cmd(db: Path = DB,
 
     Reads a snapshot (a copy) of the store, never the file itself, so a `metaopt run` can start
     or keep writing meanwhile; while the store changes, the snapshot is retaken every 2 s or so."""
-    from meta_agent.cli import _sigterm_as_interrupt, err, fail
     from traces.explorer.server import make_server
     from traces.explorer.source import Source
     from traces.store import StoreError
@@ -43,7 +43,7 @@ def ui_cmd(db: Path = DB,
         fail(f"--port {port}: cannot listen on {host}:{port} ({e.strerror or e})")
     err.print(f"metaopt ui: http://{host}:{server.server_port}/  (store {db}{'; ' + note if note else ''}; Ctrl-C stops)",
               highlight=False, soft_wrap=True)
-    _sigterm_as_interrupt()  # a terminated explorer still removes its snapshot copy
+    sigterm_as_interrupt()  # a terminated explorer still removes its snapshot copy
     try:
         server.serve_forever()
     except KeyboardInterrupt:
@@ -55,7 +55,6 @@ def ui_cmd(db: Path = DB,
 
 def _view(db: Path, fn: Callable[[Any], Any]) -> Any:
     """Run one view against the store read-only; bad input is one line and exit 2."""
-    from meta_agent.cli import fail
     from traces.explorer.source import Source
     from traces.store import StoreError
 
@@ -207,9 +206,8 @@ def compare_cmd(task: str = typer.Argument(...), a: str = typer.Argument(..., he
     out.print(t)
 
 
-def register(app: typer.Typer, traces_app: typer.Typer) -> None:
-    """Add `metaopt ui` and the explorer's `metaopt traces ...` views."""
-    app.command("ui")(ui_cmd)
+def register_views(traces_app: typer.Typer) -> None:
+    """Add the explorer's views as `metaopt traces ...`."""
     for name, fn in (("experiments", experiments_cmd), ("experiment", experiment_cmd), ("matrix", matrix_cmd), ("spans", spans_cmd),
                      ("causes", causes_cmd), ("search", search_cmd), ("compare", compare_cmd)):
         traces_app.command(name)(fn)

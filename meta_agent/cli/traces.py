@@ -10,19 +10,16 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from meta_agent.cli.common import DB, fail
+
 app = typer.Typer(no_args_is_help=True, help="Read trials and their traces from the store.")
 out = Console()
-DB = typer.Option(Path(".metaopt/metaopt.duckdb"), "--db", help="DuckDB store file.")
 
 
 def _store(db: Path):
-    from meta_agent.cli import fail
-    from traces.store import Store, StoreError
+    from traces.store import Store
 
-    try:
-        return Store(db, read_only=True)
-    except StoreError as e:
-        fail(str(e))
+    return Store(db, read_only=True)
 
 
 @app.command("list")
@@ -55,7 +52,6 @@ def show_cmd(trial: str = typer.Argument(..., help="Trial id (see `metaopt trace
              full: bool = typer.Option(False, "--full", help="Do not shorten long outputs."),
              as_json: bool = typer.Option(False, "--json")) -> None:
     """One trial's transcript: system prompt, reasoning, tool calls with arguments and outputs."""
-    from meta_agent.cli import fail
     from traces.queries import show_trial
 
     with _store(db) as s:
@@ -114,7 +110,6 @@ def sql_cmd(query: str = typer.Argument(..., help="Any read-only SQL over runs, 
     """Run SQL against the store (opened read-only)."""
     import duckdb
 
-    from meta_agent.cli import fail
     from traces.queries import sql
 
     with _store(db) as s:

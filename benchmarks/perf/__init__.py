@@ -1,1 +1,0 @@
-"""Performance checks that print measured figures: `python -m benchmarks.perf.<name>`."""

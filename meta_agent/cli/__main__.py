@@ -1,0 +1,3 @@
+from meta_agent.cli import main
+
+main()

@@ -1,0 +1,103 @@
+"""The experiment's typed rows (tables from traces/migrations.py 0003) and the small typed state
+the loop keeps between decisions. Written by column name, read back typed (traces.records)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from meta_agent.gate import Scores
+from task_agent.harness import Harness
+from traces.records import Record
+
+Status = Literal["baseline", "pending", "accepted", "rejected", "inconclusive", "invalid"]
+
+
+class ExperimentRecord(Record, table="experiments"):
+    experiment_id: str
+    benchmark: str
+    config: dict[str, Any]
+    """{"run": RunConfig as JSON, "harness": what --harness named}."""
+    splits: dict[str, list[str]]
+    """{train: [task ids], validation: [...], test: [...]}."""
+    status: Literal["running", "finished", "interrupted", "failed"]
+    started_at: datetime
+    finished_at: datetime | None = None
+    result: dict[str, Any] | None = None
+    """The final report (the `metaopt run --json` object)."""
+
+
+class Candidate(Record, table="candidates"):
+    candidate_id: str
+    experiment_id: str
+    parent_id: str | None = None
+    iteration: int
+    """0 = the starting harness."""
+    status: Status
+    proposer: str | None = None
+    rationale: str | None = None
+    evidence: list[str] = Field(default_factory=list)
+    """Trial ids / span ids the proposal cites."""
+    diff: str | None = None
+    """Unified diff against the parent's harness."""
+    harness: Harness
+    """Full snapshot of the harness."""
+    harness_hash: str
+    status_reason: str | None = None
+    created_at: datetime
+
+
+class GateDecision(Record, table="gate_decisions"):
+    experiment_id: str
+    candidate_id: str
+    parent_id: str | None = None
+    stage: Literal["guard", "smoke", "screen", "validation"]
+    outcome: str
+    """pass | fail | accept | reject | inconclusive."""
+    delta: float | None = None
+    se: float | None = None
+    threshold: float | None = None
+    n_tasks: int | None = None
+    coverage: float | None = None
+    reason: str
+    rule: str
+    """The rule the decision applied, in words."""
+    details: dict[str, Any] | None = None
+    decided_at: datetime
+
+
+class Spend(Record, table="budget_ledger"):
+    experiment_id: str
+    candidate_id: str | None = None
+    kind: Literal["task", "meta"]
+    ref: str | None = None
+    """The trial id, or the proposal it paid for."""
+    usd: float | None = None
+    """None when the price is unknown."""
+    input_tokens: int = 0
+    output_tokens: int = 0
+    recorded_at: datetime
+
+
+class CandidateScores(BaseModel):
+    """A candidate's trial scores so far, per split (what the gate compares)."""
+
+    model_config = ConfigDict(extra="forbid")
+    train: Scores = Field(default_factory=dict)
+    validation: Scores = Field(default_factory=dict)
+
+
+class CandidateView(BaseModel):
+    """What a strategy sees of one candidate."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, arbitrary_types_allowed=True)
+    candidate_id: str
+    parent_id: str | None = None
+    iteration: int
+    status: Status
+    harness: Harness
+    val_scores: Scores = Field(default_factory=dict)
+    """Validation task -> trial scores (None = an errored trial); {} when never validated."""
+    val_mean: float = 0.0

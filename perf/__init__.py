@@ -1,0 +1,1 @@
+"""Performance checks that print measured figures: `python -m perf.<name>`."""
