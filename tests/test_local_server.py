@@ -45,8 +45,9 @@ def test_one_server_started_once_and_shared_by_concurrent_episodes():
     for t in threads:
         t.join()
     servers = {id(m.server) for m in models}
-    assert len(servers) == 1 and len([s for s in running_servers() if s.alias == "qwen2.5-coder-0.5b"]) == 1
     server = models[0].server
+    same = [s for s in running_servers() if (s.path, s.settings, s.alias) == (server.path, server.settings, server.alias)]
+    assert len(servers) == 1 and same == [server]
     assert server.address.startswith("http://127.0.0.1:") and port_open(server.port)
 
     replies = {}
