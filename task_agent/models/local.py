@@ -20,8 +20,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from task_agent.messages import Message, ModelResponse, ModelSettings, ToolSpec
 from core.errors import ModelConfigError, ModelError
+from task_agent.messages import Message, ModelResponse, ModelSettings, ToolSpec
 from task_agent.models.local_server import ENV_PREFIX, LocalServer, LocalSettings, shared_server
 from task_agent.models.local_weights import MODELS, Progress, is_verified, resolve
 from task_agent.models.openai import OpenAIModel
