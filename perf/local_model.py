@@ -5,8 +5,10 @@
 
 For each pinned model (pulled first if missing): the sha256 check of the cached file, the time
 from starting the embedded llama.cpp server to its first answered request, then the server's own
-timings (llama.cpp's `timings` in the reply) for a ~1,000-token prompt with the prompt cache off
-and for 128 generated tokens (ignore_eos), median of --repeats; then one real episode of the
+timings (llama.cpp's `timings` in the reply) for a ~1,500-token prompt with the prompt cache off
+and for 128 generated tokens (ignore_eos), median of --repeats; how many of five one-step
+requests with the baseline harness's prompt and tools get a well-formed tool call (and how many
+llama.cpp parsed itself, not the text fallback); then one real episode of the
 baseline harness (temperature 0, --turns turns at most) on a terminalbench-sample task in Docker,
 traced into a scratch store: seconds per turn (agent time / turns) and per chat call. The load
 average before and after is printed with the figures: on a shared 2-core machine it decides them.
@@ -50,6 +52,31 @@ def speeds(base_url: str, repeats: int) -> dict:
         n_gen = r["timings"]["predicted_n"]
     return {"prompt_tokens": n_prompt, "prompt_tok_s": statistics.median(prompt),
             "gen_tokens": n_gen, "gen_tok_s": statistics.median(gen)}
+
+
+CALL_PROMPTS = ["Create the directory /app/out.", "Show the first 5 lines of /etc/passwd.",
+                "Count the lines of /app/data.csv.", "Write 'ok' into /app/status.txt.",
+                "Find every .py file under /app."]
+
+
+def tool_calls(model_name: str) -> dict:
+    """Five one-step requests with the baseline harness's prompt and tools (temperature 0): how
+    many replies hold a well-formed call, and how many of those llama.cpp parsed itself."""
+    from task_agent.harness_io import load_harness, resolve_harness
+    from task_agent.messages import Message, ModelSettings
+    from task_agent.models import get_model
+
+    h = load_harness(resolve_harness("baseline"))
+    model = get_model(model_name)
+    good = by_server = 0
+    for prompt in CALL_PROMPTS:
+        r = model.generate([Message.system(h.system_prompt("main")), Message.user(h.render_task(prompt))],
+                           h.tool_specs("main"), ModelSettings(model=model_name, temperature=0, max_tokens=256))
+        calls = r.message.tool_calls
+        if calls and not any(c.arguments_error for c in calls):
+            good += 1
+            by_server += r.unparsed_output is None
+    return {"well_formed": good, "by_server": by_server, "of": len(CALL_PROMPTS)}
 
 
 def episode(model_name: str, task_id: str, turns: int, store_dir: Path) -> dict:
@@ -99,6 +126,7 @@ def measure(model: str, task_id: str, turns: int, repeats: int, store_dir: Path)
     out = {"model": f"local/{model}", "threads": settings.threads, "verify_s": verify_s, "load_s": server.load_s,
            **speeds(server.base_url, repeats)}
     os.environ.setdefault("METAOPT_ALLOW_MODEL_REQUESTS", "1")  # this script exists to call the model
+    out["tool_calls"] = tool_calls(f"local/{model}")
     out["episode"] = episode(f"local/{model}", task_id, turns, store_dir)
     server.stop()
     out["load_avg"] = [round(load_before, 1), round(os.getloadavg()[0], 1)]
@@ -123,6 +151,8 @@ def main() -> None:
                       f"  sha256 check {r['verify_s']:.1f} s, server start + model load {r['load_s']:.1f} s\n"
                       f"  prompt {r['prompt_tok_s']:.0f} tok/s ({r['prompt_tokens']} tokens), "
                       f"generation {r['gen_tok_s']:.1f} tok/s ({r['gen_tokens']} tokens), median of {a.repeats}\n"
+                      f"  tool calls well-formed {r['tool_calls']['well_formed']}/{r['tool_calls']['of']} "
+                      f"({r['tool_calls']['by_server']} parsed by llama.cpp, the rest from the text)\n"
                       f"  episode {e['task']}: {e['turns']} turns, {e['s_per_turn']:.1f} s/turn "
                       f"({e['s_per_chat']:.1f} s per chat call), {e['input_tokens']} in / {e['output_tokens']} out "
                       f"tokens, outcome {e['outcome']}, {e['status']} (score {e['score']})", flush=True)
