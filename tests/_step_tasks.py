@@ -9,10 +9,10 @@ from __future__ import annotations
 from pathlib import Path
 
 
-def make_tasks(root: Path, n_long: int = 9, n_short: int = 3) -> Path:
+def make_tasks(root: Path, n_long: int = 9, n_short: int = 3, prefix: str = "steps") -> Path:
     for i in range(n_long + n_short):
         steps = 12 if i < n_long else 1
-        d = root / f"steps-{i:02d}"
+        d = root / f"{prefix}-{i:02d}"
         (d / "tests").mkdir(parents=True)
         (d / "task.yaml").write_text(f"instruction: Write the numbers 1 to {steps} to /app/out.txt, one per line.\n"
                                      "difficulty: easy\nmax_agent_timeout_sec: 120\nmax_test_timeout_sec: 60\n")

@@ -5,6 +5,7 @@ Every decision must be readable from the store, and kill -9 + --resume must re-r
 from __future__ import annotations
 
 import json
+import secrets
 import signal
 import subprocess
 import sys
@@ -127,15 +128,20 @@ def test_bad_numbers_and_names_are_exactly_one_line(tmp_path, extra, needle):
 
 def test_sigterm_stops_the_run_like_ctrl_c(tmp_path):
     """SIGTERM: exit 130, the experiment is `interrupted` (resumable), and no container is left."""
-    ds, db = make_tasks(tmp_path / "ds", n_long=3, n_short=3), tmp_path / "t.duckdb"
+    prefix = f"sigterm-{secrets.token_hex(3)}"  # task ids no other run on this daemon has
+    ds, db = make_tasks(tmp_path / "ds", n_long=3, n_short=3, prefix=prefix), tmp_path / "t.duckdb"
     proc = subprocess.Popen([sys.executable, "-m", "meta_agent.cli", "run", *args(ds, db)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     client = docker.from_env()
     deadline = time.monotonic() + 600
-    while time.monotonic() < deadline:  # terminate while trials run
-        if client.api.containers(filters={"label": "metaopt.managed=true"}) and db.exists():
+    while time.monotonic() < deadline:  # terminate while this run's trials run
+        if any((c.get("Labels") or {}).get("metaopt.task_id", "").startswith(prefix)
+               for c in client.api.containers(filters={"label": "metaopt.managed=true"})):
             break
         time.sleep(0.2)
+    else:
+        proc.kill()
+        pytest.fail("the run never started a trial")
     proc.send_signal(signal.SIGTERM)
     _, stderr = proc.communicate(timeout=120)
     assert proc.returncode == 130, stderr
@@ -162,6 +168,7 @@ def test_split_that_leaves_a_set_empty(tmp_path):
     assert not (tmp_path / "e.duckdb").exists()
 
 
+@pytest.mark.timeout(2400)
 def test_the_sample_benchmark_run_from_the_readme_improves_the_test_score(tmp_path):
     """The issue's offline end-to-end command, on the shipped sample tasks (several minutes)."""
     minimal = Path(__file__).parents[1] / "harnesses" / "minimal"

@@ -45,6 +45,7 @@ def eval_cmd(
     from evaluation.config import EvalConfig
     from traces.store import Store
 
+    sigterm_as_interrupt()  # first: a SIGTERM at any point takes the Ctrl-C path
     cfg = build(EvalConfig, {"timeout_multiplier": "--timeout-multiplier"}, benchmark=benchmark, dataset=dataset,
                 tasks=split_ids(tasks), agent=agent, model=model, harness=harness, base_url=base_url, trials=trials,
                 concurrency=concurrency, timeout_multiplier=timeout_multiplier, gpus=gpus)
@@ -55,7 +56,6 @@ def eval_cmd(
     if hasattr(the_agent, "tracing"):
         the_agent.tracing = tracing(store)
     run_id = new_run_id()
-    sigterm_as_interrupt()
     bar_view = progress(f"{benchmark} / {the_agent.name}", transient=as_json)
     try:
         with bar_view:

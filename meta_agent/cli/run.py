@@ -48,6 +48,7 @@ def run_cmd(
     from meta_agent.splits import parse_split
     from traces.store import Store
 
+    sigterm_as_interrupt()  # first: a SIGTERM at any point takes the Ctrl-C path
     if resume:
         record = find_experiment(db, resume)
         if record.status == "finished":  # nothing to resume: show what it found
@@ -76,16 +77,18 @@ def run_cmd(
     try:
         experiment = (resume_experiment(record, store=store, **hooks) if resume
                       else start_experiment(plan, store=store, **hooks))
-    except BaseException:
+    except BaseException as e:
         trace.shutdown()
         store.close()
+        if isinstance(e, KeyboardInterrupt):
+            err.print("interrupted before the experiment started")
+            raise typer.Exit(130)
         raise
     splits = experiment.splits
     n = preflight(splits, cfg.trials)
     err.print(f"experiment {experiment.id}: train {len(splits['train'])}, validation {len(splits['validation'])}, "
               f"test {len(splits['test'])} tasks (sealed); pre-flight: baseline {n['baseline']} trials, "
               f"each iteration up to {n['per_iteration']} trials, test {n['test']}", highlight=False)
-    sigterm_as_interrupt()
     try:
         with bar_view:
             result = experiment.run()
