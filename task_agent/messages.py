@@ -151,6 +151,9 @@ class ModelSettings(_Frozen):
     """Output token limit (OpenAI: max_completion_tokens)."""
     thinking_budget: int | None = None
     """Anthropic thinking budget_tokens; takes precedence over reasoning_effort."""
+    timeout_s: float | None = None
+    """Longest this call may take (the loop passes the episode's remaining time); None = the
+    client's own timeout. Honoured by the OpenAI-compatible clients, local/ included."""
 
 
 class Usage(_Frozen):
@@ -181,6 +184,10 @@ class ModelResponse(_Frozen):
     response_id: str | None = None
     server_address: str | None = None
     server_port: int | None = None
+    unparsed_output: str | None = None
+    """What the server returned raw when it did not turn a tool call into `tool_calls` (a call
+    written in the text, or arguments that are not a JSON object); None when every call parsed.
+    Recorded on the chat span as `metaopt.response.unparsed_output`."""
 
 
 class Transcript(_Frozen):

@@ -122,3 +122,17 @@ def test_malformed_arguments_from_a_real_client_reach_the_model_and_the_trace(tm
     assert "not a JSON object" in result["text"]
     tracing.shutdown()
     store.close()
+
+
+def test_a_model_call_stops_at_the_episode_deadline(make_sandbox):
+    """The loop gives each call the time left; a call still running at the deadline ends the
+    episode as time_limit (the agent ran out of time), not as a model error, and is not retried."""
+    with WireServer() as server, allow_model_requests():
+        server.reply("/v1/chat/completions", openai_completion("late"), delay_s=4)
+        model = get_model("openai-compatible/slow", base_url=server.openai_url)
+        t0 = time.monotonic()
+        ep = TaskAgent(load_harness(resolve_harness("minimal")), model, make_sandbox()).run("x", t0 + 1.5)
+        took = time.monotonic() - t0
+        assert (ep.outcome, ep.error, ep.turns) == ("time_limit", None, 0)
+        assert 1.4 < took < 3.5
+        assert len(server.requests) == 1

@@ -10,7 +10,7 @@ from _docker_fixtures import metaopt, require_base_image
 
 
 @pytest.mark.parametrize("args, needle", [
-    (["--model", "nope/x"], "known providers: anthropic, fake, openai, openai-compatible"),
+    (["--model", "nope/x"], "known providers: anthropic, fake, local, openai, openai-compatible"),
     (["--model", "anthropic/claude-haiku-4-5"], "ANTHROPIC_API_KEY is not set"),
     (["--model", "openai/gpt-4.1"], "OPENAI_API_KEY is not set"),
     (["--model", "fake/solution", "--harness", "no-such-harness"], "no such harness folder"),

@@ -76,6 +76,15 @@ def test_shell_exit_starts_a_new_shell_in_the_same_directory(make_sandbox):
     assert sh.run("pwd; echo ${GONE:-lost}").stdout == "/tmp\nlost\n"
 
 
+def test_shell_exit_after_its_directory_is_removed_starts_in_the_workdir(make_sandbox):
+    # seen with a real model: `cd /app/x`, then `rm -rf /app/x`, then `exit`
+    sh = make_sandbox().shell(workdir="/root")
+    sh.run("mkdir -p /tmp/gone && cd /tmp/gone")
+    assert sh.run("rm -rf /tmp/gone; exit").exit_code == 0
+    r = sh.run("pwd")
+    assert (r.stdout, r.exit_code) == ("/root\n", 0)
+
+
 def test_shell_builtin_loop_timeout_recovers(make_sandbox):
     sh = make_sandbox().shell()
     sh.run("cd /tmp")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections import defaultdict, deque
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -34,6 +35,7 @@ class Reply:
     status: int
     body: Any
     headers: dict[str, str] = field(default_factory=dict)
+    delay_s: float = 0.0
 
 
 class WireServer:
@@ -58,9 +60,9 @@ class WireServer:
         return f"{self.url}/v1"
 
     def reply(self, path: str, body: Any, status: int = 200,
-              headers: dict[str, str] | None = None) -> None:
-        """Script the next reply to `path`."""
-        self._replies[path].append(Reply(status, body, headers or {}))
+              headers: dict[str, str] | None = None, delay_s: float = 0.0) -> None:
+        """Script the next reply to `path` (sent after `delay_s` seconds)."""
+        self._replies[path].append(Reply(status, body, headers or {}, delay_s))
 
     def bodies(self, path: str) -> list[Any]:
         return [r.body for r in self.requests if r.path == path]
@@ -99,13 +101,17 @@ def _handler(server: WireServer) -> type[BaseHTTPRequestHandler]:
             reply = server._next(Recorded(self.command, path,
                                           {k.lower(): v for k, v in self.headers.items()}, body))
             data = json.dumps(reply.body).encode()
-            self.send_response(reply.status)
-            self.send_header("content-type", "application/json")
-            self.send_header("content-length", str(len(data)))
-            for key, value in reply.headers.items():
-                self.send_header(key, value)
-            self.end_headers()
-            self.wfile.write(data)
+            time.sleep(reply.delay_s)
+            try:
+                self.send_response(reply.status)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(data)))
+                for key, value in reply.headers.items():
+                    self.send_header(key, value)
+                self.end_headers()
+                self.wfile.write(data)
+            except (BrokenPipeError, ConnectionResetError):  # the client gave up (a timeout test)
+                pass
 
         do_POST = do_GET = _serve
 

@@ -38,6 +38,7 @@ from opentelemetry import trace
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from task_agent.messages import Message, ModelResponse, ModelSettings, ToolSpec, Usage
+from task_agent.models import split_name
 from task_agent.models.base import Model
 from traces.otel import REDACTED, scrub, secret_values
 
@@ -115,7 +116,7 @@ class TracedModel:
         secrets = ep.secrets if ep else secret_values()
         content = content_recorded()
         full = settings.model or self.name
-        request_model = full.partition("/")[2] or full
+        request_model = split_name(full)[2] or full
         attrs: dict[str, Any] = {
             "gen_ai.operation.name": "chat", "gen_ai.provider.name": self.provider,
             "gen_ai.request.model": request_model, "gen_ai.request.max_tokens": settings.max_tokens,
@@ -165,6 +166,8 @@ def _response_attributes(r: ModelResponse, content: bool, secrets: list[str]) ->
     optional = {"gen_ai.response.id": r.response_id, "server.address": r.server_address,
                 "server.port": r.server_port, "metaopt.cost_usd": r.cost_usd}
     attrs.update({k: v for k, v in optional.items() if v is not None})
+    if r.unparsed_output is not None:
+        attrs["metaopt.response.unparsed_output"] = scrub(r.unparsed_output, secrets) if content else REDACTED
     return attrs
 
 

@@ -16,7 +16,7 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, help="metaopt: opt
 
 def _register() -> None:
     from meta_agent.cli import eval as eval_
-    from meta_agent.cli import export, run, sandbox, traces, ui
+    from meta_agent.cli import export, models, run, sandbox, traces, ui
 
     app.command("eval")(eval_.eval_cmd)
     app.command("run")(run.run_cmd)
@@ -26,6 +26,7 @@ def _register() -> None:
     ui.register_views(traces.app)
     app.add_typer(sandbox.sandbox_app, name="sandbox")
     app.add_typer(sandbox.benchmarks_app, name="benchmarks")
+    app.add_typer(models.app, name="models")
 
 
 def main() -> None:

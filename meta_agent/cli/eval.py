@@ -20,7 +20,8 @@ def _default(field: str):
 
 
 MODELS_HELP = ("Run the harness agent with this model: provider/model (anthropic/..., openai/..., "
-               "openai-compatible/..., fake/solution, fake/nop, fake/script:PATH).")
+               "openai-compatible/..., local/qwen2.5-coder-0.5b, local:PATH.gguf, fake/solution, fake/nop, "
+               "fake/script:PATH).")
 
 
 def eval_cmd(

@@ -1,7 +1,8 @@
 """Model registry: `get_model("provider/model")` -> a Model.
 
-Built-in providers: anthropic, openai, openai-compatible, fake. Plugins add providers through
-the `metaopt.models` entry-point group; each entry point names a factory
+Built-in providers: anthropic, openai, openai-compatible, fake, local (`local/<name>`, or
+`local:/path/to/model.gguf`: a name may be written `provider:model` when the model is a path).
+Plugins add providers through the `metaopt.models` entry-point group; each entry point names a factory
 `factory(model: str, *, base_url: str | None, context: dict | None) -> Model`, exactly as the
 built-ins below do. Nothing is imported until a provider is asked for, so importing this package
 never imports an SDK.
@@ -29,13 +30,14 @@ BUILTIN_PROVIDERS: dict[str, str] = {
     "openai": "task_agent.models.openai:create",
     "openai-compatible": "task_agent.models.openai:create_compatible",
     "fake": "task_agent.models.fake:create",
+    "local": "task_agent.models.local:create",
 }
 PROVIDERS = Registry("model provider", ENTRY_POINT_GROUP, BUILTIN_PROVIDERS)
 
 __all__ = [
     "BUILTIN_PROVIDERS", "ENTRY_POINT_GROUP", "PROVIDERS", "MissingApiKey", "Model",
     "ModelConfigError", "ModelError", "ModelRequestsBlocked", "UnknownProvider",
-    "allow_model_requests", "get_model", "model_requests_allowed", "providers",
+    "allow_model_requests", "get_model", "model_requests_allowed", "providers", "split_name",
 ]
 
 
@@ -54,7 +56,17 @@ def get_model(name: str, *, base_url: str | None = None,
     for fake/solution, a `retry` RetryPolicy for real providers.
     Raises UnknownProvider (listing the known ones), MissingApiKey, or ModelConfigError.
     """
-    provider, sep, model = name.partition("/")
+    provider, sep, model = split_name(name)
     if not sep or not model or provider not in PROVIDERS:
         raise UnknownProvider(name, PROVIDERS.names())
     return PROVIDERS.load(provider)(model, base_url=base_url, context=context)
+
+
+def split_name(name: str) -> tuple[str, str, str]:
+    """(provider, separator, model) of a model name: "local/qwen2.5-coder-0.5b" -> ("local", "/",
+    ...), "local:/models/x.gguf" -> ("local", ":", "/models/x.gguf"); a ":" counts only before
+    the first "/", so "fake/script:PATH" is ("fake", "/", "script:PATH")."""
+    provider, sep, model = name.partition("/")
+    if ":" in provider:
+        provider, sep, model = name.partition(":")
+    return provider, sep, model

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from typing import Any
 
 import openai
@@ -74,9 +75,16 @@ class OpenAIModel:
                  settings: ModelSettings) -> ModelResponse:
         check_model_requests_allowed(self.name)
         request = build_request(self.model, messages, tools, settings, compatible=self.compatible)
-        raw = call_with_retries(
-            lambda: self._client.chat.completions.create(**request), policy=self.retry,
-            provider=self.provider, name=self.name, classify=_classify, secrets=self._secrets)
+        deadline = None if settings.timeout_s is None else time.monotonic() + settings.timeout_s
+
+        def create() -> Any:
+            if deadline is None:
+                return self._client.chat.completions.create(**request)
+            # the SDK's per-request timeout: each attempt gets what is left of settings.timeout_s
+            return self._client.chat.completions.create(**request, timeout=max(0.1, deadline - time.monotonic()))
+
+        raw = call_with_retries(create, policy=self.retry, provider=self.provider, name=self.name,
+                                classify=_classify, secrets=self._secrets, deadline=deadline)
         address, port = server_of(self.base_url)
         return parse_response(raw, address, port)
 

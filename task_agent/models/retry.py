@@ -102,11 +102,12 @@ def classify_sdk_error(exc: BaseException, *, status_error: type, connection_err
 
 def call_with_retries(fn: Callable[[], T], *, policy: RetryPolicy, provider: str, name: str,
                       classify: Callable[[BaseException], Failure | None],
-                      secrets: tuple[str, ...] = ()) -> T:
+                      secrets: tuple[str, ...] = (), deadline: float | None = None) -> T:
     """Call `fn` until it succeeds, retrying what `classify` calls retryable.
 
-    Raises ModelError (one line, secrets masked) on a non-retryable error or when
-    `policy.max_attempts` attempts have failed.
+    Raises ModelError (one line, secrets masked) on a non-retryable error, when
+    `policy.max_attempts` attempts have failed, or when the wait before the next attempt would
+    pass `deadline` (time.monotonic()).
     """
     attempt = 0
     while True:
@@ -119,8 +120,10 @@ def call_with_retries(fn: Callable[[], T], *, policy: RetryPolicy, provider: str
             if failure is None:
                 raise
         # Outside the except block, so the SDK exception is not attached as __context__.
-        if failure.retryable and attempt < policy.max_attempts:
-            policy.sleep(policy.delay(attempt, failure))
+        wait = policy.delay(attempt, failure) if failure.retryable else 0.0
+        if failure.retryable and attempt < policy.max_attempts and (
+                deadline is None or time.monotonic() + wait < deadline):
+            policy.sleep(wait)
             continue
         tail = f" after {attempt} attempts" if attempt > 1 else ""
         message = f"{name}: {failure.message}{tail}".replace("\n", " ")[:500]
