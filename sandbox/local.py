@@ -21,7 +21,6 @@ import io
 import os
 import posixpath
 import secrets
-import selectors
 import shutil
 import signal
 import subprocess
@@ -35,6 +34,7 @@ from typing import Any
 from core.errors import ImageBuildError, ImageNotFound, SandboxError, SandboxUnavailable
 from sandbox.base import ExecResult, SandboxSpec
 from sandbox.images import root_owned, strip_top, tar_of
+from sandbox.pipes import PipeStream, children, kill_tree, send_signal
 from sandbox.shell import KILL_TREE, TIMEOUT_EXIT_CODE, DockerShell
 
 HOST_IMAGE = "host"
@@ -217,7 +217,7 @@ class LocalSandbox:
         self.closed = True
         for sh in self._shells:
             sh.close()
-        _signal(self._ns_pid, signal.SIGKILL)  # pid 1 of the namespace: the kernel kills everything inside
+        send_signal(self._ns_pid, signal.SIGKILL)  # pid 1 of the namespace: the kernel kills everything inside
         self._init.kill()
         self._init.wait()
         for p in list(self._procs):
@@ -248,7 +248,7 @@ class LocalSandbox:
     def _ns_child(self) -> int:
         """The host pid of the namespace's pid 1 (the child `unshare --fork` started)."""
         for _ in range(100):
-            kids = _children().get(self._init.pid, [])
+            kids = children().get(self._init.pid, [])
             if kids:
                 return kids[0]
             time.sleep(0.01)
@@ -290,7 +290,7 @@ class LocalSandbox:
                     if timed_out:  # something outside the tree still holds the pipes open
                         break
                     timed_out = True
-                    _kill_tree(p.pid, with_root=True)
+                    kill_tree(p.pid, with_root=True)
                     deadline = time.monotonic() + 2
             rc = TIMEOUT_EXIT_CODE if timed_out else p.wait()
             return rc, bytes(stream.stdout), bytes(stream.stderr), timed_out
@@ -303,104 +303,6 @@ class LocalSandbox:
                                   data=data)
         if rc:
             raise SandboxError(f"cannot write into {dest}: {err.decode(errors='replace').strip()[-300:]}")
-
-
-class PipeStream:
-    """A subprocess's stdout and stderr as growing bytearrays, with the ExecStream interface
-    DockerShell reads (send, pump, eof, close)."""
-
-    def __init__(self, proc: subprocess.Popen):
-        self.proc = proc
-        self.stdout, self.stderr = bytearray(), bytearray()
-        self.eof = False
-        self._sel = selectors.DefaultSelector()
-        for f, buf in ((proc.stdout, self.stdout), (proc.stderr, self.stderr)):
-            os.set_blocking(f.fileno(), False)
-            self._sel.register(f, selectors.EVENT_READ, buf)
-
-    def send(self, data: bytes) -> None:
-        try:
-            self.proc.stdin.write(data)
-            self.proc.stdin.flush()
-        except (BrokenPipeError, ValueError, OSError) as e:
-            self.eof = True
-            raise SandboxError(f"the shell's pipe is broken ({e})") from None
-
-    def close_stdin(self) -> None:
-        try:
-            self.proc.stdin.close()
-        except OSError:
-            pass
-
-    def pump(self, deadline: float | None) -> bool:
-        if self.eof:
-            return True
-        wait = None if deadline is None else deadline - time.monotonic()
-        if wait is not None and wait <= 0:
-            return False
-        events = self._sel.select(wait)
-        if not events:
-            return False
-        for key, _ in events:
-            chunk = os.read(key.fd, 1 << 20)
-            if chunk:
-                key.data.extend(chunk)
-            else:
-                self._sel.unregister(key.fileobj)
-        if not self._sel.get_map():
-            self.eof = True
-        return True
-
-    def close(self) -> None:
-        self._sel.close()
-        for f in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
-            try:
-                f.close()
-            except OSError:
-                pass
-
-
-def _children() -> dict[int, list[int]]:
-    kids: dict[int, list[int]] = {}
-    for d in os.listdir("/proc"):
-        if not d.isdigit():
-            continue
-        try:
-            stat = Path(f"/proc/{d}/stat").read_text()
-        except OSError:
-            continue
-        ppid = int(stat.rsplit(")", 1)[1].split()[1])
-        kids.setdefault(ppid, []).append(int(d))
-    return kids
-
-
-def _kill_tree(root: int, *, with_root: bool, spare: set[int] = frozenset()) -> None:
-    """SIGSTOP the tree of `root` until it stops growing, then SIGKILL it (sparing `spare`'s subtrees)."""
-    prev: set[int] = set()
-    for _ in range(10):
-        kids, tree, todo = _children(), set(), [root]
-        while todo:
-            p = todo.pop()
-            if p in spare or p in tree:
-                continue
-            tree.add(p)
-            todo.extend(kids.get(p, []))
-        if not with_root:
-            tree.discard(root)
-        if tree == prev:
-            break
-        for p in tree - prev:
-            _signal(p, signal.SIGSTOP)
-        prev = tree
-    for p in prev:
-        _signal(p, signal.SIGKILL)
-
-
-def _signal(pid: int, sig: int) -> None:
-    try:
-        os.kill(pid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 def _home(user: str | None) -> str:
