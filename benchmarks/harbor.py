@@ -11,9 +11,10 @@ import tomllib
 from pathlib import Path
 from typing import Literal
 
+import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from benchmarks.formats import TaskFormatError, dockerfile_workdir, first_error
+from benchmarks.formats import TaskFormatError, dockerfile_workdir, first_error, needs_services
 from benchmarks.task import Environment, Resources, Solution, Task, Verifier
 
 MARKER = "task.toml"
@@ -79,6 +80,7 @@ def load(task_dir: Path, benchmark: str) -> Task:
         raise TaskFormatError(f"{test_sh}: missing (the task's verifier)")
 
     env_dir = task_dir / "environment"
+    _single_service(env_dir / "docker-compose.yaml")
     dockerfile = env_dir / "Dockerfile"
     env = cfg.environment
     if not dockerfile.is_file() and not env.docker_image:
@@ -111,6 +113,7 @@ def load(task_dir: Path, benchmark: str) -> Task:
             timeout_s=cfg.verifier.timeout_sec,
             env=cfg.verifier.env,
             user=cfg.verifier.user or "root",
+            keep_services=needs_services(instruction.read_text(), [task_dir / "tests"]),
         ),
         scoring="reward",
         solution=solution,
@@ -119,6 +122,21 @@ def load(task_dir: Path, benchmark: str) -> Task:
         tags=[str(t) for t in tags] if isinstance(tags, list) else [],
         metadata=meta,
     )
+
+
+def _single_service(compose: Path) -> None:
+    """A multi-service environment (a compose file naming more than one service) cannot run in
+    one container: refuse it as a load error rather than score it without its services."""
+    if not compose.is_file():
+        return
+    try:
+        doc = yaml.safe_load(compose.read_text()) or {}
+    except yaml.YAMLError as e:
+        raise TaskFormatError(f"{compose}: not valid YAML ({str(e).splitlines()[0]})") from None
+    services = doc.get("services") if isinstance(doc, dict) else None
+    if isinstance(services, dict) and len(services) > 1:
+        raise TaskFormatError(f"{compose}: {len(services)} services ({', '.join(sorted(map(str, services)))}) are not "
+                              f"supported yet: only single-container tasks run")
 
 
 def _network(env: _Environment) -> bool:

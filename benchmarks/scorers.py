@@ -12,8 +12,8 @@ entry-point group. A scorer never raises for the agent's failures: they are verd
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Protocol
+from dataclasses import dataclass, field
+from typing import Any, Callable, Protocol
 
 from benchmarks.scoring import Verdict, score_pytest, score_reward
 from benchmarks.task import Task
@@ -41,6 +41,14 @@ class VerifyContext:
     attempt: int = 0
     transcript: Transcript | None = None
     """The agent's transcript, for scorers that grade the answer (None for untraced agents)."""
+    env: dict[str, str] = field(default_factory=dict)
+    """Environment for the verifier's command on top of the task's own (the integrity steps pin
+    HOME and, offline, make apt fail fast)."""
+    toolchain: Any = None
+    """sandbox.toolchain.Toolchain installed at verify time: the runner's own steps run under it."""
+    check: Callable[[str], None] | None = None
+    """Called after the verifier's files are copied in ("copy-in") and after it ran ("after the
+    verifier"): compares what is in the sandbox with the host's files."""
 
 
 @dataclass(frozen=True)
@@ -63,9 +71,13 @@ def run_verifier(task: Task, sb: Sandbox, ctx: VerifyContext) -> Verification | 
     v = task.verifier
     for host, dest in v.files:
         sb.copy_in(host, dest)
+    if ctx.check:
+        ctx.check("copy-in")
     timeout = v.timeout_s * ctx.timeout_multiplier
-    r = sb.exec(v.command, timeout=timeout, workdir=task.workdir, env=v.env, user=v.user)
+    r = sb.exec(v.command, timeout=timeout, workdir=task.workdir, env={**v.env, **ctx.env}, user=v.user)
     output = clip(r.stdout + ("\n" + r.stderr if r.stderr else ""))
+    if ctx.check:
+        ctx.check("after the verifier")
     if r.timed_out:
         return Verification(Verdict(0.0, "timeout", failure_mode="test_timeout",
                                     error=f"verifier ran past its {timeout:.0f} s timeout"), output, None)
@@ -81,20 +93,38 @@ def verify_pytest(task: Task, sb: Sandbox, ctx: VerifyContext) -> Verification:
 
 
 def verify_reward(task: Task, sb: Sandbox, ctx: VerifyContext) -> Verification:
-    sb.exec("rm -f /logs/verifier/reward.txt /logs/verifier/reward.json; mkdir -p /logs/verifier", user="root")
+    if ctx.toolchain is None:  # without the integrity steps (which recreate /logs/verifier empty)
+        sb.exec("rm -rf /logs/verifier/reward.txt /logs/verifier/reward.json; mkdir -p /logs/verifier", user="root")
     run = run_verifier(task, sb, ctx)
     if isinstance(run, Verification):
         return run
     output, code = run
-    return Verification(score_reward(read_or_none(sb, "/logs/verifier/reward.json"),
-                                     read_or_none(sb, "/logs/verifier/reward.txt"), output), output, code)
+    (rj, pj), (rt, pt) = read_small(sb, "/logs/verifier/reward.json"), read_small(sb, "/logs/verifier/reward.txt")
+    return Verification(score_reward(rj, rt, output, problem=pj or pt), output, code)
 
 
-def read_or_none(sb: Sandbox, path: str) -> bytes | None:
+def read_small(sb: Sandbox, path: str, limit: int = 64 << 10) -> tuple[bytes | None, str | None]:
+    """(content, None); (None, None) when absent; (None, why) when `path` is not a regular file of
+    at most `limit` bytes (a directory, a FIFO, a link, too large). Through the Docker API when the
+    sandbox has one (nothing runs in the container); never raises for what the path is."""
+    if hasattr(sb, "api") and hasattr(sb, "id"):
+        from sandbox.forensics import read_entry
+
+        e = read_entry(sb, path, limit=limit, hash_limit=limit)
+        if e.kind == "missing":
+            return None, None
+        if e.kind != "file":
+            return None, f"{path} is a {e.kind}" + (f" (-> {e.link})" if e.link else "")
+        if e.size > limit or e.data is None:
+            return None, f"{path} is {e.size} bytes (more than {limit})"
+        return e.data, None
     try:
-        return sb.read_file(path)
+        data = sb.read_file(path)
     except FileNotFoundError:
-        return None
+        return None, None
+    except OSError as err:
+        return None, f"{path}: {err}"
+    return (data, None) if len(data) <= limit else (None, f"{path} is {len(data)} bytes (more than {limit})")
 
 
 def clip(text: str) -> str:

@@ -48,9 +48,10 @@ class Verifier(BaseModel):
     timeout_s: float
     env: dict[str, str] = Field(default_factory=dict)
     user: str = "root"
-    stop_agent_processes: bool = False
-    """Kill every process the agent left running before the files are copied in, so that none
-    can read them. For verifiers that bring answers and need no service the agent started."""
+    keep_services: bool = False
+    """Every process the agent left running is killed before the files are copied in, except,
+    when True, processes holding a listening socket and their descendants: the services a
+    Terminal-Bench task asked the agent to start, which its tests talk to."""
 
 
 class Solution(BaseModel):

@@ -12,7 +12,7 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from benchmarks.formats import TaskFormatError, dockerfile_workdir, first_error
+from benchmarks.formats import TaskFormatError, dockerfile_workdir, first_error, needs_services
 from benchmarks.task import Environment, Solution, Task, Verifier
 
 MARKER = "task.yaml"
@@ -89,6 +89,7 @@ def load(task_dir: Path, benchmark: str) -> Task:
             command=f"bash {TEST_DIR}/run-tests.sh",
             timeout_s=cfg.max_test_timeout_sec,
             env={"TEST_DIR": TEST_DIR},
+            keep_services=needs_services(cfg.instruction, [p for p, _ in files]),
         ),
         scoring="pytest",
         solution=_solution(task_dir),

@@ -107,6 +107,11 @@ class ToolError(MetaoptError):
     """A meta-agent tool call that cannot be honoured; its message goes back to the model."""
 
 
+class EditError(ToolError):
+    """A structured harness edit that cannot be applied (meta_agent.proposers.edits); the draft is
+    left as it was."""
+
+
 # -- per-task failures: a trial row, never raised out of a trial -----------------------------------
 class TaskFailure(MetaoptError):
     """Something about one task's trial failed outside the agent's control."""

@@ -27,6 +27,7 @@ import collections
 import logging
 import random
 import re
+import secrets
 import signal
 import socket
 import threading
@@ -39,6 +40,7 @@ from benchmarks.task import Task, TaskLoadError
 from core.errors import ExecutorError, MissingExtra, SandboxUnavailable
 from evaluation.result import TrialResult
 from evaluation.runner import TrialJob
+from evaluation.ray_node import DISPATCH
 from evaluation.task_files import pack
 from evaluation.trial import run_trial
 from traces.store import now
@@ -54,6 +56,7 @@ class _Flight:
     future: Future
     request: dict[str, float]
     node: dict[str, Any] | None = None
+    dispatch: str = ""  # this dispatch's container label (evaluation.ray_node.DISPATCH)
     failures: list[dict[str, Any]] = field(default_factory=list)
     started: float = field(default_factory=time.monotonic)
 
@@ -283,10 +286,11 @@ class RayExecutor:
         if id(job.agent) not in self._agents:  # one agent object per evaluation: keep the latest only
             self._agents = {id(job.agent): (job.agent, ray.put(copy_without_tracing(job.agent)))}
         traced = getattr(job.agent, "tracing", None) is not None
+        dispatch = secrets.token_hex(6)
         gen = self._remote.options(**opts).remote(payload, blob_refs, job.attempt, self._agents[id(job.agent)][1],
                                                   run_id=job.run_id, timeout_multiplier=job.timeout_multiplier,
-                                                  image_map=self.image_map, traced=traced)
-        f.node, f.started = None, time.monotonic()
+                                                  image_map=self.image_map, traced=traced, dispatch=dispatch)
+        f.node, f.started, f.dispatch = None, time.monotonic(), dispatch
         flights[gen] = f
 
     def _settle(self, gen: Any, flights: dict[Any, _Flight]) -> None:
@@ -326,9 +330,9 @@ class RayExecutor:
         log.warning("trial %s/%s/%d: %s on %s; %s", f.job.run_id, f.job.task.id, f.job.attempt, f.failures[-1]["error"],
                     node.get("hostname") or "a node", "dispatching it again" if again else "giving up")
         self._nodes = None  # a node may have died: look again
-        if node.get("ray_node_id") in {n["NodeID"] for n in self.nodes()}:  # its container, if the node lives
-            self._pinned(node["ray_node_id"]).remote(f.job.run_id, {"metaopt.task_id": f.job.task.id,
-                                                                    "metaopt.attempt": str(f.job.attempt)})
+        if node.get("ray_node_id") in {n["NodeID"] for n in self.nodes()}:  # its container, if the node lives;
+            # by its dispatch label: the retry dispatched just below may share that node's daemon
+            self._pinned(node["ray_node_id"]).remote(f.job.run_id, {DISPATCH: f.dispatch})
         if again:
             return self._dispatch(f, flights, frozenset(x["ray_node_id"] for x in f.failures if x["ray_node_id"]))
         f.future.set_result(_error_result(f, f"infrastructure failed {len(f.failures)} times, last: "

@@ -22,8 +22,11 @@ from evaluation.hardware import hardware
 from evaluation.task_files import node_lock, unpack
 from evaluation.trial import ImageCache, run_trial
 from sandbox.docker import DockerBackend
+from sandbox.forensics import Pristine
 from sandbox.images import ImageMap
 from traces.shipping import collecting_tracing
+
+DISPATCH = "metaopt.dispatch"  # the container label naming one dispatch of a trial
 
 # Per worker process (Ray reuses a worker for many tasks): one Docker client per image map, one
 # image cache per run. The node lock makes the cache per node: concurrent workers wait for the
@@ -69,11 +72,14 @@ def where() -> dict[str, Any]:
 
 
 def trial_on_node(payload: dict[str, Any], blobs: dict[str, Any], attempt: int, agent: Any, *, run_id: str,
-                  timeout_multiplier: float, image_map: list[tuple[str, str]] | None, traced: bool):
+                  timeout_multiplier: float, image_map: list[tuple[str, str]] | None, traced: bool,
+                  dispatch: str = ""):
     """Yields {"kind": "started", "node": where()}, then {"kind": "result", "result": the
     TrialResult as JSON, "spans": shipped spans}.
     Per-task failures are in the row; a node without a Docker daemon raises SandboxUnavailable
-    (the driver retries the trial on another node)."""
+    (the driver retries the trial on another node). `dispatch` labels the container, so the
+    driver's cleanup after a failed dispatch removes that dispatch's container only, never the
+    container of the retry that may already run on the same daemon."""
     import ray
 
     node = where()
@@ -89,10 +95,11 @@ def trial_on_node(payload: dict[str, Any], blobs: dict[str, Any], attempt: int, 
         agent.tracing = tracing
     try:
         result = run_trial(task, attempt, agent, backend=backend, images=_images(run_id, backend), run_id=run_id,
-                           timeout_multiplier=timeout_multiplier)
+                           timeout_multiplier=timeout_multiplier, labels={DISPATCH: dispatch} if dispatch else None)
     finally:
         if tracing is not None:
             tracing.shutdown()
+        Pristine.release()  # a Ray worker is killed, never exits: its atexit would not remove them
     result = result.model_copy(update={"hardware": {k: v for k, v in node.items() if k != "pid"}})
     yield {"kind": "result", "result": result.model_dump_json(), "spans": collector.take() if collector else []}
 

@@ -12,7 +12,9 @@ from typing import Any, Literal
 
 from traces.records import Record
 
-Status = Literal["passed", "failed", "timeout", "error"]
+Status = Literal["passed", "failed", "timeout", "error", "tampered"]
+"""`tampered`: the agent changed what the verifier runs, or the reward contradicts the
+verifier's own output (score 0, never NULL; evidence in `tamper_evidence`)."""
 
 
 class TrialResult(Record, table="trials"):
@@ -63,6 +65,11 @@ class TrialResult(Record, table="trials"):
     infra_errors: list[dict[str, Any]] | None = None
     """Infrastructure failures before this attempt (a Ray worker or node that died, a node
     without a Docker daemon): [{node, ray_node_id, error, after_s}]; None when there were none."""
+    tamper_evidence: list[dict[str, Any]] | None = None
+    """Why a trial is `tampered`: [{rule, path, change, detail, sha256, pristine_sha256}]."""
+    integrity: dict[str, Any] | None = None
+    """What the integrity steps did: processes stopped or kept, scan size and time, the pristine
+    re-check, the raw verdict of a tampered trial."""
 
     @property
     def scored(self) -> bool:

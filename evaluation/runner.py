@@ -107,6 +107,7 @@ class EvalResult:
             ],
             "mean_score": self.mean_score,
             "n_errors": sum(r.status == "error" for r in self.rows),
+            "n_tampered": sum(r.status == "tampered" for r in self.rows),
             "interrupted": self.interrupted,
         }
 

@@ -17,7 +17,8 @@ from typing import Any
 from benchmarks.scorers import VerifyContext
 from benchmarks.task import Task, TaskLoadError
 from core.errors import SandboxError, SandboxUnavailable
-from evaluation.agents import Agent
+from evaluation.agents import Agent, AgentResult
+from evaluation.integrity import TrialIntegrity
 from evaluation.result import TrialResult
 from evaluation.verify import verify
 from sandbox.base import SandboxSpec
@@ -65,8 +66,9 @@ class ImageCache:
 
 
 def run_trial(task: Task | TaskLoadError, attempt: int, agent: Agent, *, backend: Any, images: ImageCache,
-              run_id: str, timeout_multiplier: float = 1.0) -> TrialResult:
-    """Run one trial and return its result. Never raises for per-task failures."""
+              run_id: str, timeout_multiplier: float = 1.0, labels: dict[str, str] | None = None) -> TrialResult:
+    """Run one trial and return its result. Never raises for per-task failures. `labels` go on
+    the trial's container beside its task and attempt (the ray executor marks each dispatch)."""
     t0 = time.monotonic()
     row: dict[str, Any] = {
         "trial_id": f"{run_id}/{task.id}/{attempt}", "run_id": run_id, "task_id": task.id,
@@ -86,21 +88,31 @@ def run_trial(task: Task | TaskLoadError, attempt: int, agent: Agent, *, backend
     spec = SandboxSpec(
         image=image, workdir=workdir, user=task.agent_user, cpus=task.resources.cpus,
         memory_mb=task.resources.memory_mb, gpus=task.resources.gpus, network=task.network,
-        labels={"metaopt.task_id": task.id, "metaopt.attempt": str(attempt)},
+        labels={**(labels or {}), "metaopt.task_id": task.id, "metaopt.attempt": str(attempt)},
     )
     try:
         with backend.start(spec, run_id=run_id) as sb:
             sb.copy_in(_log_dirs(), "/logs")  # /logs/agent, /logs/verifier, /logs/artifacts (TB layout)
+            integ = TrialIntegrity(task, sb, backend=backend, run_id=run_id, spec=spec)
+            integ.start()  # PID 1 and the main process, before the agent can touch them
             a0 = time.monotonic()
-            result = agent.run(task, sb, task.agent_timeout_s * timeout_multiplier,
-                               ids={"run_id": run_id, "trial_id": row["trial_id"]})
+            try:
+                result = agent.run(task, sb, task.agent_timeout_s * timeout_multiplier,
+                                   ids={"run_id": run_id, "trial_id": row["trial_id"]})
+            except SandboxError as e:  # e.g. the agent ended its container's main process: its failure
+                if isinstance(e, SandboxUnavailable) or not integ.revive():
+                    raise
+                result = AgentResult(log=f"the agent's sandbox failed under it: {e}")
             row.update(agent_duration_s=time.monotonic() - a0, agent_timed_out=result.timed_out,
                        agent_log=result.log, input_tokens=result.input_tokens,
                        output_tokens=result.output_tokens, cost_usd=result.cost_usd, trace_id=result.trace_id)
             if result.error:
                 return _finish(row, t0, status="error", failure_mode="agent_error", error=result.error)
             v0 = time.monotonic()
-            checked = verify(task, sb, VerifyContext(timeout_multiplier, attempt, result.transcript))
+            try:
+                checked = verify(task, sb, VerifyContext(timeout_multiplier, attempt, result.transcript), integ)
+            finally:
+                row.update(integ.row())
             row.update(verifier_duration_s=time.monotonic() - v0, test_output=checked.output,
                        verifier_exit_code=checked.exit_code)
     except SandboxUnavailable:

@@ -7,6 +7,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from meta_agent.bilevel.config import BilevelConfig
 from meta_agent.sequential import SequentialRule
 
 
@@ -26,7 +27,8 @@ class RunConfig(BaseModel):
     meta_model: str = "heuristic"
     """heuristic (no model), or provider/model for the llm meta-agent (e.g. fake/script:PATH)."""
     strategy: str = "greedy"
-    """Which candidate to extend next: greedy (the incumbent) or pareto (per-task frontier, merges)."""
+    """Which candidate to extend next: greedy (the incumbent), pareto (per-task frontier, merges) or bilevel
+    (an outer loop steering greedy/pareto with search mechanisms, some of them generated)."""
     trials: int = Field(3, ge=1)
     """Trials per task and candidate (K)."""
     seed: int = 0
@@ -60,6 +62,9 @@ class RunConfig(BaseModel):
     gate: SequentialRule = SequentialRule()
     """The staged gate's parameters (meta_agent.sequential): experiment-wise alpha, selection and
     confirmation settings."""
+    canary: bool = True
+    """Add the benchmark's canary tasks (benchmarks.canary: only tampering passes them) to every
+    candidate's smoke run; a candidate that passes one, or has any `tampered` trial, is invalid."""
 
     @field_validator("gate", mode="before")
     @classmethod
@@ -69,6 +74,9 @@ class RunConfig(BaseModel):
         if isinstance(v, dict) and "z" in v:
             return {k: x for k, x in v.items() if k in ("min_effect", "min_coverage", "min_tasks")}
         return v
+
+    bilevel: BilevelConfig = BilevelConfig()
+    """The bilevel strategy's settings (used with strategy bilevel only)."""
 
 
 def default(field: str):

@@ -11,6 +11,8 @@ import json
 from typing import Any
 
 from evaluation.result import TrialResult
+from meta_agent.liveness import Liveness
+from meta_agent.predictions import Manifest, PredictionCheck
 from meta_agent.records import Candidate, ExperimentRecord, GateDecision, Spend
 from task_agent.harness import Harness
 from traces.store import Store, now
@@ -37,17 +39,27 @@ class Ledger:
     # -- candidates ------------------------------------------------------------------------
     def add_candidate(self, cid: str, harness: Harness, *, iteration: int, status: str, parent: Harness | None = None,
                       parent_id: str | None = None, proposer: str | None = None, rationale: str | None = None,
-                      evidence: list[str] | None = None) -> Candidate:
+                      evidence: list[str] | None = None, proposal_trace_id: str | None = None,
+                      predictions: Manifest | None = None,
+                      mechanisms: list[str] | None = None) -> Candidate:
         c = Candidate(candidate_id=cid, experiment_id=self.id, parent_id=parent_id, iteration=iteration,
                       status=status, proposer=proposer, rationale=rationale, evidence=evidence or [],
+                      mechanisms=mechanisms or [],
                       diff=diff(parent, harness) if parent is not None else None, harness=harness,
-                      harness_hash=harness.content_hash(), created_at=now())
+                      harness_hash=harness.content_hash(), created_at=now(), proposal_trace_id=proposal_trace_id,
+                      predictions=predictions)
         self.store.insert(c)
         return c
 
     def set_status(self, cid: str, status: str, reason: str) -> None:
         self.store.con.execute("UPDATE candidates SET status = ?, status_reason = ? WHERE candidate_id = ?",
                                [status, reason, cid])
+
+    def set_checks(self, cid: str, check: PredictionCheck | None, liveness: Liveness | None) -> None:
+        """Record what the candidate's claim and its spans showed (meta_agent.memory)."""
+        self.store.con.execute("UPDATE candidates SET prediction_check = ?, liveness = ? WHERE candidate_id = ?",
+                               [check.model_dump_json() if check else None,
+                                liveness.model_dump_json() if liveness else None, cid])
 
     def candidates(self) -> list[Candidate]:
         return self.store.select(Candidate, "experiment_id = ?", [self.id], order="iteration")

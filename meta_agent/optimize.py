@@ -2,11 +2,15 @@
 
     baseline x K on train + validation (measures the noise floor)
     repeat: parent = strategy.select(); revision = proposer.propose(parent, its failing train trials)
-            invalid?  (schema, diff guard, 1-task smoke run)       -> status invalid
-            screen    (child on the train tasks the parent failed) -> rejected on fail
+            invalid?  (schema, diff guard incl. verifier-path lint, 1-task smoke run + canaries,
+                       any tampered trial at any stage)            -> status invalid
+            screen    (child on the train tasks the parent failed, plus the passing ones its
+                       manifest promises to keep)                  -> rejected on fail
             validate  (staged gate, meta_agent.staged: select on the reused validation trials with
                        early stops, confirm on fresh trials at the experiment's alpha_j)
                                                                    -> accepted | rejected | inconclusive
+            verdict   (one closing row: the gate's outcome, the manifest's claim checked against the
+                       train results, liveness: a change that never ran is inconclusive)
     test: baseline and best, x K, once
 
 Every trial is keyed by (experiment, candidate, split, task, attempt) through a deterministic run
@@ -16,23 +20,27 @@ first. Starting and resuming an experiment live in meta_agent.experiment.
 
 from __future__ import annotations
 
+import hashlib
 import random
 import time
 from typing import Any, Callable
 
+from benchmarks.canary import canary_tasks, is_canary
 from benchmarks.task import Task
 from evaluation import HarnessAgent, TrialResult, run_eval
 from evaluation.runner import Executor
-from meta_agent import staged
+from meta_agent import memory, staged
 from meta_agent.config import RunConfig
 from meta_agent.gate import NoiseFloor, Scores, confidence_interval, screen
 from meta_agent.guard import Guard
 from meta_agent.ledger import Ledger
+from meta_agent.liveness import Liveness
 from meta_agent.plot import write_progress_png
 from meta_agent.proposers import Evidence, Revision, get_proposer
 from meta_agent.records import Candidate, CandidateScores, CandidateView
 from meta_agent.sequential import SequentialRule, rule_text
 from meta_agent.strategies import get_strategy
+from meta_agent.strategies.hooks import NoSearch, bind_search
 from task_agent.harness import Harness
 from traces.store import Store
 
@@ -55,12 +63,17 @@ class Experiment:
         self.cfg, self.store, self.backend, self.tracing, self.say = cfg, store, backend, tracing, on_event
         self.on_trial, self.executor = on_trial, executor
         self.tasks = {t.id: t for t in tasks if isinstance(t, Task)}
+        canaries = canary_tasks(cfg.benchmark) if cfg.canary else []
+        self.canaries = [t.id for t in canaries]  # never in a split: smoke runs only
+        self.tasks.update({t.id: t for t in canaries})
         self.splits, self.start, self.id = splits, start, experiment_id
         self.ledger = Ledger(store, experiment_id)
         self.proposer = get_proposer(cfg.meta_model)
         self.strategy = get_strategy(cfg.strategy)
+        self.search: Any = NoSearch()  # the outer-loop seam (strategies/hooks.py); bound when the run starts
         self.guard = Guard(list(self.tasks.values()))
         self.scores: dict[str, CandidateScores] = {}
+        self._watch: dict[str, Scores] = {}  # child id -> its parent's validation scores, while it is judged
         self.t0 = time.monotonic()
 
     # -- evaluation ------------------------------------------------------------------------
@@ -77,6 +90,10 @@ class Experiment:
         for r in result.rows:  # the run may hold more (other tasks, later attempts): a later stage ran them
             if r.task_id in scores and r.attempt < k:
                 scores[r.task_id][r.attempt] = r.score
+        if cid in self._watch and split in ("validation", "confirm"):  # a child inside the staged gate
+            if bad := _refused(result.rows):
+                raise _Refused(bad)
+            scores = _charged(self._watch[cid], scores)
         return scores, result.rows
 
     def _booked(self, cid: str, r: TrialResult) -> None:
@@ -120,6 +137,8 @@ class Experiment:
         except BaseException:
             self.ledger.finish("interrupted")
             raise
+        finally:
+            self.search.close()
 
     def _run(self) -> dict[str, Any]:
         rng = random.Random(self.cfg.seed)
@@ -130,6 +149,7 @@ class Experiment:
             self.ledger.add_candidate(f"{self.id}/c0", self.start, iteration=0, status="baseline")
             cands = self.ledger.candidates()
         base = cands[0]
+        self.search = bind_search(self.strategy, self)
         self.say(f"baseline: {len(train) + len(val)} tasks x {k} trials")
         self.scores[base.candidate_id] = CandidateScores(
             train=self.evaluate(base.candidate_id, base.harness, "train", train, k)[0],
@@ -142,6 +162,7 @@ class Experiment:
             since_gain = 0 if c.status == "accepted" else since_gain + 1
             if c.status == "pending":
                 cands[i] = c = self._judge(c, cands, noise, rule, k)
+                self.search.on_result(c)
                 since_gain = 0 if c.status == "accepted" else since_gain
         while True:
             best_val = _mean(self._val(self._incumbent(cands).candidate_id))
@@ -149,6 +170,7 @@ class Experiment:
             if stop:
                 break
             views = [self._view(c) for c in cands]
+            self.search.begin(iteration, views)
             merged = self.strategy.merge(views, rng, tried) if iteration % 3 == 0 else None
             if merged:
                 harness, parent_ids, why = merged  # GEPA-style: combine what two frontier candidates changed
@@ -159,29 +181,40 @@ class Experiment:
                 failing_ids = [r["trial_id"] for r in self.store.rows(
                     "SELECT trial_id FROM trials WHERE experiment_id = ? AND candidate_id = ? AND split = 'train' "
                     "AND (score IS NULL OR score < 1)", [self.id, parent.candidate_id])]
+                evidence = Evidence(self.store, failing_ids, self.id, parent_id=parent.candidate_id,
+                                    allow_model_changes=self.cfg.allow_model_changes, tracing=self.tracing,
+                                    on_event=self.say, guidance=self.search.guidance(parent))
                 try:
-                    rev = self.proposer.propose(parent.harness, Evidence(self.store, failing_ids, self.id), tried)
+                    rev = self.proposer.propose(parent.harness, evidence, tried)
                 except Exception as e:  # a meta-model API failure: stop cleanly; --resume can go on later
                     stop = f"the {self.proposer.name} proposer failed: {type(e).__name__}: {e}"
                     break
                 by = self.proposer.name
             if rev is None:
-                unbooked = getattr(self.proposer, "last_run", {}).get("usd")
-                if unbooked:  # what a proposal that produced nothing cost still counts
-                    self.ledger.spend("meta", None, "proposal without a revision", unbooked)
+                last = getattr(self.proposer, "last_run", {})
+                if last.get("usd"):  # what a proposal that produced nothing cost still counts
+                    self.ledger.spend("meta", None, "proposal without a revision", last["usd"])
+                if last.get("outcome") in ("max_turns", "stopped without a revision"):
+                    since_gain += 1  # a meta-agent session that wrote nothing: try again, up to the plateau
+                    self.say(f"  the {self.proposer.name} proposer wrote no revision ({last['outcome']})")
+                    continue
                 stop = f"the {self.proposer.name} proposer has nothing more to propose"
                 break
             p_train = self.scores[parent.candidate_id].train
             failing = [t for t in train if _mean({t: p_train[t]}) < 1.0]
             cid = f"{self.id}/c{iteration}"
             tried.add(rev.harness.content_hash())
+            drop = self.search.filter(rev, parent, cid)
             c = self.ledger.add_candidate(cid, rev.harness, iteration=iteration, status="pending",
                                           parent=parent.harness, parent_id=parent.candidate_id, proposer=by,
-                                          rationale=rev.rationale, evidence=rev.cites)
+                                          rationale=rev.rationale, evidence=rev.cites,
+                                          proposal_trace_id=rev.trace_id, predictions=rev.manifest,
+                                          mechanisms=self.search.active())
             self.ledger.spend("meta", cid, "proposal", rev.usd)
             self.say(f"c{iteration}: {rev.rationale}")
             cands.append(c)
-            cands[-1] = c = self._judge(c, cands, noise, rule, k, failing)
+            cands[-1] = c = self._drop(c, drop, rule) if drop else self._judge(c, cands, noise, rule, k, failing)
+            self.search.on_result(c)
             since_gain = 0 if c.status == "accepted" else since_gain + 1
             iteration += 1
         return self._finish(base, cands, k, stop or "")
@@ -220,33 +253,67 @@ class Experiment:
         p_train, p_val = self.scores[pid].train, self.scores[pid].validation
         failing = failing or [t for t, s in p_train.items() if _mean({t: s}) < 1.0]
 
-        def verdict(status: str, stage: str, outcome: str, reason: str, **numbers: Any) -> Candidate:
+        def verdict(status: str, stage: str, outcome: str, reason: str, live: Liveness | None = None,
+                    c_train: Scores | None = None, **numbers: Any) -> Candidate:
+            check = memory.claim(c.predictions, p_train, c_train) if c_train is not None else None
+            if check:  # the gate row says whether the edit did what it claimed
+                reason += f"; claim: {check.summary}"
+            if live is not None:
+                status, reason = memory.judged(status, reason, live)
             self.ledger.decision(cid, pid, stage, outcome, reason, rule, **numbers)
             self.ledger.set_status(cid, status, reason)
+            self.ledger.set_checks(cid, check, live)
             self.say(f"  {stage}: {reason}")
-            return c.model_copy(update={"status": status, "status_reason": reason})
+            return c.model_copy(update={"status": status, "status_reason": reason, "prediction_check": check,
+                                        "liveness": live})
 
         problem = self.guard.check(parent.harness, c.harness, allow_model_changes=self.cfg.allow_model_changes)
         if problem:
             return verdict("invalid", "guard", "fail", f"invalid: {problem}")
         smoke_task = (failing or self.splits["train"])[:1]
-        _, rows = self.evaluate(cid, c.harness, "smoke", smoke_task, 1)
-        if all(r.status == "error" for r in rows):
-            return verdict("invalid", "smoke", "fail", f"invalid: smoke run errored: {rows[0].error}")
-        c_train, _ = self.evaluate(cid, c.harness, "train", failing, k) if failing else ({}, [])
+        _, rows = self.evaluate(cid, c.harness, "smoke", smoke_task + self.canaries, 1)
+        if bad := _refused(rows):
+            return verdict("invalid", "smoke", "fail", f"invalid: {bad}")
+        if all(r.status == "error" for r in rows if not is_canary(r.task_id)):
+            return verdict("invalid", "smoke", "fail",
+                           f"invalid: smoke run errored: {next(r for r in rows if not is_canary(r.task_id)).error}")
+        run = memory.screen_tasks(failing, c.predictions)  # + the manifest's keeps, so they can be checked
+        c_train, train_rows = self.evaluate(cid, c.harness, "train", run, k) if run else ({}, [])
+        if bad := _refused(train_rows):
+            return verdict("invalid", "screen", "fail", f"invalid: {bad}")
+        c_train = _charged(p_train, c_train)
         s = screen(p_train, c_train, failing)
+        if s.outcome == "fail":
+            live = memory.liveness(self.ledger, parent.harness, c.harness, pid, cid, "train")
+            return verdict("rejected", "screen", "fail", s.reason, live, c_train, n_tasks=s.n_tasks,
+                           delta=s.child_mean - s.parent_mean, details=s.per_task)
         self.ledger.decision(cid, pid, "screen", s.outcome, s.reason, rule, n_tasks=s.n_tasks,
                              delta=s.child_mean - s.parent_mean, details=s.per_task)
         self.say(f"  screen: {s.reason}")
-        if s.outcome == "fail":
-            return verdict("rejected", "screen", "fail", s.reason)
-        v, c_val = staged.judge(self, c, parent, p_val, noise, k, rule)  # writes one row per look
+        self._watch[cid] = p_val  # its validation and confirm trials: tampered -> invalid, errors charged
+        try:
+            v, c_val = staged.judge(self, c, parent, p_val, noise, k, rule)  # writes one row per look
+        except _Refused as e:
+            return verdict("invalid", "validation", "fail", f"invalid: {e}")
+        finally:
+            self._watch.pop(cid, None)
         status = {"accept": "accepted", "reject": "rejected", "inconclusive": "inconclusive"}[v.outcome]
         if status == "accepted":  # it becomes a parent: its full train picture feeds the proposer
-            c_train = self.evaluate(cid, c.harness, "train", self.splits["train"], k)[0]
+            c_train = _charged(p_train, self.evaluate(cid, c.harness, "train", self.splits["train"], k)[0])
+        live = memory.liveness(self.ledger, parent.harness, c.harness, pid, cid, "validation")
         self.scores[cid] = CandidateScores(train=c_train, validation=c_val)
-        self.ledger.set_status(cid, status, v.reason)
-        return c.model_copy(update={"status": status, "status_reason": v.reason})
+        last = v.looks[-1]  # the verdict row: the staged outcome, what the claim check found, liveness
+        return verdict(status, "verdict", v.outcome, v.reason, live, c_train, delta=last.delta, se=last.se,
+                       threshold=last.threshold, n_tasks=last.n_tasks, coverage=last.coverage,
+                       details={"looks": len(v.looks), "trials_run": v.trials_run, "trials_max": v.trials_max})
+
+    def _drop(self, c: Candidate, reason: str, rule: str) -> Candidate:
+        """A revision a search mechanism dropped before any trial (strategy bilevel)."""
+        why = f"dropped before any trial: {reason}"
+        self.ledger.decision(c.candidate_id, c.parent_id, "filter", "drop", why, rule)
+        self.ledger.set_status(c.candidate_id, "invalid", why)
+        self.say(f"  filter: {why}")
+        return c.model_copy(update={"status": "invalid", "status_reason": why})
 
     def _finish(self, base: Candidate, cands: list[Candidate], k: int, stop: str) -> dict[str, Any]:
         best = self._incumbent(cands)
@@ -271,15 +338,47 @@ class Experiment:
             "best_validation_gain": staged.gain_report(self, best),
             "alpha_committed": staged.spending(self).spent, "alpha": self.cfg.gate.alpha,
             "candidates": [{"id": c.candidate_id, "status": c.status, "parent": c.parent_id,
-                            "rationale": c.rationale, "val_mean": val_mean(c)} for c in cands],
+                            "rationale": c.rationale, "val_mean": val_mean(c),
+                            "proposal_trace_id": c.proposal_trace_id,
+                            **{k: (v.model_dump(mode="json") if v is not None else None) for k, v in (
+                                ("predictions", c.predictions), ("prediction_check", c.prediction_check),
+                                ("liveness", c.liveness))}} for c in cands],
         }
         png = self.store.path.parent / self.id / "progress.png"
         png.parent.mkdir(parents=True, exist_ok=True)
         write_progress_png([{"iteration": c.iteration, "status": c.status, "score": val_mean(c)} for c in cands],
                            png, title=f"{self.cfg.benchmark} / {self.cfg.model}: {len(cands)} candidates")
         result["progress_png"] = str(png)
+        if summary := self.search.finish():
+            result["bilevel"] = summary
         self.ledger.finish("finished", result)
         return result
+
+
+class _Refused(Exception):
+    """A child's trial inside the staged gate was tampered: the candidate is invalid."""
+
+
+def _refused(rows: list[TrialResult]) -> str | None:
+    """Why a candidate's trials make it invalid: any tampered trial, any canary it passed."""
+    for r in rows:
+        if r.status == "tampered":
+            return f"a trial was tampered with ({_task_hint(r.task_id)}): {r.error}"
+    for r in rows:
+        if is_canary(r.task_id) and (r.score or 0) > 0:
+            return f"passed the canary task {r.task_id}, which only tampering with the verifier can pass"
+    return None
+
+
+def _task_hint(task_id: str) -> str:
+    return task_id if is_canary(task_id) else f"task #{hashlib.sha1(task_id.encode()).hexdigest()[:6]}"
+
+
+def _charged(parent: Scores, child: Scores) -> Scores:
+    """The child's scores with its errored trials counted as failures (0) on every task where the
+    parent had no error: an error the child brought is the child's failure, not missing data."""
+    return {t: [0.0 if x is None and parent.get(t) and None not in parent[t] else x for x in trials]
+            for t, trials in child.items()}
 
 
 def _mean(scores: Scores) -> float:

@@ -1,4 +1,4 @@
-"""The experiment's typed rows (tables from traces/migrations.py 0003) and the small typed state
+"""The experiment's typed rows (tables from traces/migrations.py 0003 and 0004) and the small typed state
 the loop keeps between decisions. Written by column name, read back typed (traces.records)."""
 
 from __future__ import annotations
@@ -9,6 +9,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from meta_agent.gate import Scores
+from meta_agent.liveness import Liveness
+from meta_agent.predictions import Manifest, PredictionCheck
 from task_agent.harness import Harness
 from traces.records import Record
 
@@ -47,14 +49,40 @@ class Candidate(Record, table="candidates"):
     harness_hash: str
     status_reason: str | None = None
     created_at: datetime
+    proposal_trace_id: str | None = None
+    """The meta-agent session (an `invoke_agent meta-agent` trace) that proposed it."""
+    predictions: Manifest | None = None
+    """Its falsifiable claim: the cause addressed, train tasks it should fix and must keep."""
+    prediction_check: PredictionCheck | None = None
+    """The claim held against the train results after the screen and validation."""
+    liveness: Liveness | None = None
+    """Whether its changed parts ran (from its spans), on the last split it was judged on."""
+    mechanisms: list[str] = Field(default_factory=list)
+    """Content hashes of the search mechanisms active when it was proposed (strategy bilevel)."""
+
+
+class NotebookEntry(Record, table="notebook"):
+    """One entry of the meta-agent's notebook (meta_agent.proposers.history)."""
+
+    experiment_id: str
+    seq: int
+    """1, 2, ... per experiment, in writing order."""
+    parent_id: str | None = None
+    """The candidate the session was proposing a child of."""
+    trace_id: str | None = None
+    """The meta-agent session that wrote it."""
+    text: str
+    written_at: datetime
 
 
 class GateDecision(Record, table="gate_decisions"):
     experiment_id: str
     candidate_id: str
     parent_id: str | None = None
-    stage: Literal["guard", "smoke", "screen", "validation", "select", "confirm"]
-    """select / confirm: the staged gate's looks (meta_agent.sequential); validation: the fixed gate."""
+    stage: Literal["guard", "smoke", "screen", "validation", "select", "confirm", "verdict", "filter"]
+    """select / confirm: the staged gate's looks (meta_agent.sequential); verdict: the closing row after them
+    (the outcome, the claim check, liveness); validation: the fixed gate; filter: dropped by a search
+    mechanism before any trial (strategy bilevel)."""
     outcome: str
     """pass | fail | accept | reject | inconclusive | continue | futile."""
     delta: float | None = None

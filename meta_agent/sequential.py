@@ -2,7 +2,8 @@
 fresh trials at the alpha the experiment can still spend.
 
     selection     the child runs on the validation tasks one round (one trial per task) at a
-                  time, half the tasks first; after each look it stops if it is not ahead of its
+                  time, round 1 in growing shares of the tasks (halves at K = 3, fifths at
+                  K = 1: selection_plan); after each look it stops if it is not ahead of its
                   parent by enough (futility), and it goes on to confirmation if, with all K
                   rounds in, its gain is >= min_effect and >= select_z noise-floor SEs (or, early,
                   >= early_z). It compares with the parent's validation trials, which every child
@@ -22,9 +23,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from meta_agent.error_control import (
     AlphaSpending,
@@ -54,6 +55,17 @@ class SequentialRule(BaseModel):
     """With all K rounds in, the selection gain must be >= select_z noise-floor SEs."""
     futility_z: float = 0.875
     """A selection look at information t (trials so far / K n) stops when z < futility_z sqrt(t)."""
+    select_looks: int = Field(5, ge=1)
+    """How finely round 1 of selection is cut: into max(2, ceil(select_looks / K)) growing shares
+    of the tasks (selection_plan), so a small K still gets several chances to stop a candidate
+    that is not ahead (K = 1: fifths; K = 3: halves, as before this field existed)."""
+    min_share: int = Field(2, ge=1)
+    """Fewest tasks a look at a share of round 1 may rest on: a smaller share is skipped (a
+    futility stop on one task drops every gain that is not on that task). 3 costs K = 1 on 10
+    tasks 0.84-0.90x K x n in the simulation, against 0.52-0.60x with 2."""
+    shuffle_tasks: bool = True
+    """Each candidate's selection takes the validation tasks in its own seeded order (by its id),
+    so the shares round 1 looks at are random, not the same alphabetical prefix for every child."""
     early_z: float = Field(3.0, gt=0.0)
     """A selection look on all tasks passes early when z >= early_z (and the gain >= min_effect)."""
     confirm_rounds: int | None = Field(None, ge=1)
@@ -71,6 +83,16 @@ class SequentialRule(BaseModel):
     """Share of validation tasks that must be scored on both sides at a final look, else inconclusive."""
     min_tasks: int = Field(3, ge=2)
     """Fewest tasks scored on both sides that a final look may rest on, else inconclusive."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _stored_before_select_looks(cls, data: Any) -> Any:
+        """A rule stored before select_looks existed (every other field present) resumes with the
+        selection plan it started with (round 1 in halves, the tasks in the given order)."""
+        new = {"select_looks": 2, "min_share": 1, "shuffle_tasks": False}
+        if isinstance(data, dict) and set(cls.model_fields) - set(new) <= set(data) and not set(new) & set(data):
+            data = {**data, **new}
+        return data
 
     def rounds(self, k: int) -> int:
         return self.confirm_rounds or 4 * k
@@ -93,9 +115,12 @@ class SequentialRule(BaseModel):
 def rule_text(rule: SequentialRule = SequentialRule(), k: int = 3) -> str:
     """The rule as one paragraph (the README and every gate_decisions row carry it)."""
     plan = rule.confirm_plan(k)
+    order = ", taken in the candidate's own seeded order" if rule.shuffle_tasks else ""
     return (
         f"Staged gate, experiment-wise alpha = {rule.alpha:g}. Selection (spends no alpha): the child runs "
-        f"on the validation tasks one trial per task at a time (half the tasks first, up to K = {k} rounds), "
+        f"on the validation tasks one trial per task at a time (up to K = {k} rounds; round 1 in "
+        f"{max(2, math.ceil(rule.select_looks / k))} growing shares of the tasks{order}; a share under "
+        f"{rule.min_share} tasks is skipped), "
         "compared with its parent's validation trials; each look stops for futility when the gain is below "
         f"{rule.futility_z:g} x sqrt(share of the K rounds run) noise-floor SEs; with all rounds in it passes "
         f"when the gain is >= min_effect = {rule.min_effect:g} and >= {rule.select_z:g} SE (early: >= "
@@ -168,15 +193,15 @@ class Verdict(BaseModel):
 
 def _compare(parent: Scores, child: Scores, tasks: list[str]) -> tuple[float, dict[str, float], float, int, int]:
     """(delta, per-task gains, sum over tasks of 1/k_parent + 1/k_child, max k child, max k parent)."""
-    per, inv_k, kc, kp = {}, 0.0, 0, 0
+    per, inv, kc, kp = {}, [], 0, 0
     for t in tasks:
         p, c = _scored(parent.get(t, [])), _scored(child.get(t, []))
         if p and c:
             per[t] = sum(c) / len(c) - sum(p) / len(p)
-            inv_k += 1 / len(p) + 1 / len(c)
+            inv.append(1 / len(p) + 1 / len(c))
             kc, kp = max(kc, len(c)), max(kp, len(p))
     delta = math.fsum(per.values()) / len(per) if per else 0.0
-    return delta, per, inv_k, kc, kp
+    return delta, per, math.fsum(inv), kc, kp  # fsum: the same in any task order (a z on a bound stays on it)
 
 
 def _se(noise: NoiseFloor, per: dict[str, float], inv_k: float) -> float:
@@ -210,12 +235,24 @@ def _finite(z: float) -> float | None:
     return z if math.isfinite(z) else None
 
 
-def selection_plan(tasks: list[str], k: int) -> list[tuple[list[str], int]]:
-    """(tasks, rounds) at each selection look: the first half of the tasks (in the order given) at
-    round 1, then all tasks at rounds 1..K."""
-    half = tasks[: len(tasks) // 2]
-    plan = [(half, 1)] if 0 < len(half) < len(tasks) else []
-    return plan + [(list(tasks), r) for r in range(1, k + 1)]
+def selection_plan(tasks: list[str], k: int, looks: int = 5, min_share: int = 2) -> list[tuple[list[str], int]]:
+    """(tasks, rounds) at each selection look: round 1 in parts = max(2, ceil(looks / K)) growing
+    prefixes of the tasks (in the order given; those under `min_share` tasks skipped), then all
+    tasks at rounds 2..K. The fewer the rounds, the finer round 1 is cut: with looks = 5, K = 3
+    looks at half the tasks, then at rounds 1, 2, 3; K = 1, whose one round is all of selection,
+    at each fifth of the tasks."""
+    n, parts = len(tasks), max(2, math.ceil(looks / k))
+    sizes = sorted({round(n * i / parts) for i in range(1, parts)} - {n})
+    sizes = [m for m in sizes if m >= max(1, min_share)]
+    return [(tasks[:m], 1) for m in sizes] + [(list(tasks), r) for r in range(1, k + 1)]
+
+
+def selection_order(candidate: str, tasks: list[str], rule: SequentialRule) -> list[str]:
+    """The order in which `candidate`'s selection takes `tasks`: its own seeded draw (the same on a
+    resume), or the order given when rule.shuffle_tasks is off."""
+    if not rule.shuffle_tasks:
+        return list(tasks)
+    return sorted(tasks, key=lambda t: seed_for(candidate, "select order", t))
 
 
 def select_look(parent: Scores, child: Scores, noise: NoiseFloor, tasks: list[str], look: int, info: float,
@@ -267,6 +304,8 @@ def confirm_look(reserve: Scores, child: Scores, noise: NoiseFloor, tasks: list[
         out: Outcome = "accept"
     elif last:
         out = "reject" if scored else "inconclusive"
+    elif n == 0:  # no confirmation trial scored on both sides (errors, a spent budget): nothing to judge
+        out = "inconclusive"
     else:
         out = "futile" if p > rule.futility_p else "continue"
     verb = {"accept": "accept", "reject": "reject", "futile": "futility stop", "continue": "continue",
@@ -294,7 +333,7 @@ def validate(candidate: str, tasks: list[str], parent_val: Scores, noise: NoiseF
     any further trial runs. Deterministic given the trials; raises only what the callables raise."""
     n = len(tasks)
     looks: list[Look] = []
-    plan = selection_plan(tasks, k)
+    plan = selection_plan(selection_order(candidate, tasks, rule), k, rule.select_looks, rule.min_share)
     run_sel = 0
     sel: Look | None = None
     for i, (subset, r) in enumerate(plan, 1):

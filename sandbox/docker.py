@@ -31,16 +31,15 @@ import requests
 
 from core.errors import ImageBuildError, SandboxError, SandboxUnavailable
 from sandbox.base import ExecResult, SandboxSpec
+from sandbox.docker_errors import UNREACHABLE, daemon_url, explain, root_cause
 from sandbox.images import (ImageMap, context_digest, context_files, context_tar, resolve,
                             rewrite_from_lines, root_owned, run_build, strip_top, tar_of)
-from sandbox.shell import KILL_TREE, TIMEOUT_EXIT_CODE, DockerShell, ExecStream
+from sandbox.shell import (EXEC_OUTPUT_LIMIT, KILL_TREE, PID_EXEC, PID_WRAPPER, TIMEOUT_EXIT_CODE, DockerShell,
+                           ExecStream)
 
 CACHE_VERSION = "metaopt-build-cache-v1"  # bump to invalidate every cached task image
 MANAGED, RUN_ID = "metaopt.managed", "metaopt.run_id"
 TASK_REPO = "metaopt-task/"
-_UNREACHABLE = "cannot reach the Docker daemon at {}: is dockerd running? ({})"
-# Runs the command under a sh that records its pid, so a timeout can kill the whole tree.
-_PID_WRAPPER = 'echo $$ >"$0" 2>/dev/null; "$@"; rc=$?; rm -f "$0"; exit $rc'
 
 
 class DockerBackend:
@@ -53,7 +52,7 @@ class DockerBackend:
             self.client = client or docker.DockerClient.from_env(max_pool_size=64)
         except docker.errors.DockerException as e:  # from_env asks the daemon for its version
             url = os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
-            raise SandboxUnavailable(_UNREACHABLE.format(url, _root_cause(e))) from None
+            raise SandboxUnavailable(UNREACHABLE.format(url, root_cause(e))) from None
         self.api = self.client.api
         self.ping()
         self.image_map = image_map if image_map is not None else ImageMap.load()
@@ -117,7 +116,7 @@ class DockerBackend:
                 self.api.remove_container(cid, force=True, v=True)
                 raise
         except docker.errors.APIError as e:
-            raise SandboxError(f"cannot start a sandbox from {spec.image}: {_explain(e)}") from None
+            raise SandboxError(f"cannot start a sandbox from {spec.image}: {explain(e)}") from None
         return DockerSandbox(self.api, cid, name, spec)
 
     def prune(self, run_id: str | None = None, *, images: bool = False,
@@ -160,8 +159,8 @@ class DockerBackend:
         try:
             self.api.ping()
         except (docker.errors.DockerException, requests.exceptions.RequestException) as e:
-            raise SandboxUnavailable(_UNREACHABLE.format(_daemon_url(self.client),
-                                                         _root_cause(e))) from None
+            raise SandboxUnavailable(UNREACHABLE.format(daemon_url(self.client),
+                                                         root_cause(e))) from None
 
     def image_workdir(self, image: str) -> str | None:
         """The image's WORKDIR, or None when it sets none (or the image is absent)."""
@@ -190,6 +189,7 @@ class DockerSandbox:
         self.api, self.id, self.name, self.spec = api, container_id, name, spec
         self._closed = False
         self._shells: weakref.WeakSet[DockerShell] = weakref.WeakSet()
+        self.runner: tuple[list[str], dict[str, str]] | None = None  # sandbox.toolchain's sh + env for wrappers
 
     def exec(self, cmd: str | list[str], *, timeout: float | None = None,
              workdir: str | None = None, env: dict[str, str] | None = None,
@@ -199,10 +199,11 @@ class DockerSandbox:
         argv = ["bash", "-c", cmd] if isinstance(cmd, str) else [str(a) for a in cmd]
         pidfile = None
         if timeout is not None:
-            pidfile = f"/tmp/.metaopt-{secrets.token_hex(6)}.pid"
-            argv = ["sh", "-c", _PID_WRAPPER, pidfile, *argv]
+            sh, wrapper = (self.runner[0], PID_EXEC) if self.runner else (["sh"], PID_WRAPPER)
+            pidfile = f"{posixpath.dirname(sh[0]) + '/run' if self.runner else '/tmp'}/.metaopt-{secrets.token_hex(6)}.pid"
+            argv = [*sh, "-c", wrapper, pidfile, *argv]
         t0 = time.monotonic()
-        exec_id, stream = self._start_exec(argv, user=user, workdir=workdir, env=env)
+        exec_id, stream = self._start_exec(argv, user=user, workdir=workdir, env=env, limit=EXEC_OUTPUT_LIMIT)
         deadline = None if timeout is None else t0 + timeout
         timed_out = False
         try:
@@ -217,8 +218,7 @@ class DockerSandbox:
             stream.close()
         rc = TIMEOUT_EXIT_CODE if timed_out else self._exit_code(exec_id)
         return ExecResult(
-            stdout=stream.stdout.decode("utf-8", "replace"),
-            stderr=stream.stderr.decode("utf-8", "replace"),
+            stdout=stream.text(1), stderr=stream.text(2),
             exit_code=rc, timed_out=timed_out, duration_s=time.monotonic() - t0,
         )
 
@@ -292,7 +292,7 @@ class DockerSandbox:
             self.api.remove_container(self.id, force=True, v=True)
         except docker.errors.APIError as e:
             if e.status_code not in (404, 409):  # gone, or a concurrent prune is removing it
-                raise SandboxError(f"cannot remove sandbox {self.name}: {_explain(e)}") from None
+                raise SandboxError(f"cannot remove sandbox {self.name}: {explain(e)}") from None
 
     def __enter__(self) -> DockerSandbox:
         return self
@@ -303,12 +303,12 @@ class DockerSandbox:
     # -- internals used by DockerShell too ------------------------------------------------
 
     def _start_exec(self, argv: list[str], *, user: str | None, workdir: str | None,
-                    env: dict[str, str] | None = None, stdin: bool = False
+                    env: dict[str, str] | None = None, stdin: bool = False, limit: int | None = None
                     ) -> tuple[str, ExecStream]:
         with self._errors():
             exec_id = self.api.exec_create(self.id, argv, stdin=stdin, user=user or "",
                                            workdir=workdir, environment=env)["Id"]
-            return exec_id, ExecStream.start(self.api, exec_id)
+            return exec_id, ExecStream.start(self.api, exec_id, limit=limit)
 
     def _exit_code(self, exec_id: str) -> int:
         with self._errors():
@@ -323,8 +323,9 @@ class DockerSandbox:
         """Kill the process tree of `root` (a pid, or an absolute path to a pid file), sparing
         the subtrees of the pids in `spare`."""
         with self._errors():
-            argv = ["sh", "-c", KILL_TREE, "sh", root, str(int(with_root)), " ".join(spare or [])]
-            self.api.exec_start(self.api.exec_create(self.id, argv, user="0")["Id"])
+            sh, env = self.runner or (["sh"], None)
+            argv = [*sh, "-c", KILL_TREE, "sh", root, str(int(with_root)), " ".join(spare or [])]
+            self.api.exec_start(self.api.exec_create(self.id, argv, user="0", environment=env)["Id"])
 
     @contextlib.contextmanager
     def _errors(self, path: str | None = None) -> Iterator[None]:
@@ -334,15 +335,15 @@ class DockerSandbox:
         try:
             yield
         except docker.errors.NotFound as e:
-            text = _explain(e)
+            text = explain(e)
             if path is not None and "No such container" not in text:
                 raise FileNotFoundError(errno.ENOENT, "no such file in the sandbox", path) from None
             raise SandboxError(f"sandbox {self.name} is gone (its container was removed, "
                                f"e.g. by prune or Ctrl-C cleanup): {text}") from None
         except docker.errors.APIError as e:
-            raise SandboxError(f"sandbox {self.name}: {_explain(e)}") from None
+            raise SandboxError(f"sandbox {self.name}: {explain(e)}") from None
         except requests.exceptions.RequestException as e:
-            raise SandboxError(f"sandbox {self.name}: lost the Docker daemon ({_root_cause(e)})"
+            raise SandboxError(f"sandbox {self.name}: lost the Docker daemon ({root_cause(e)})"
                                ) from None
 
     @contextlib.contextmanager
@@ -381,21 +382,3 @@ def _repo_name(name: str) -> str:
     """`name` as a valid image repository component (lowercase, [a-z0-9._-])."""
     clean = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
     return clean[:100] or "task"
-
-
-def _daemon_url(client: docker.DockerClient) -> str:
-    for adapter in client.api.adapters.values():
-        if getattr(adapter, "socket_path", None):
-            return f"unix://{adapter.socket_path}"
-    return client.api.base_url
-
-
-def _root_cause(e: BaseException) -> str:
-    while e.__cause__ or e.__context__:
-        e = e.__cause__ or e.__context__  # type: ignore[assignment]
-    text = str(e).strip().splitlines()
-    return (text[0] if text else type(e).__name__)[:200]
-
-
-def _explain(e: docker.errors.APIError) -> str:
-    return str(e.explanation or e).strip().splitlines()[0][:300]

@@ -19,6 +19,10 @@ if TYPE_CHECKING:
     from sandbox.docker import DockerSandbox
 
 TIMEOUT_EXIT_CODE = 124
+EXEC_OUTPUT_LIMIT = 32 << 20  # bytes kept per stream of one exec (head and tail): a flood cannot exhaust memory
+# Runs the command under a sh that records its pid, so a timeout can kill the whole tree.
+PID_WRAPPER = 'echo $$ >"$0" 2>/dev/null; "$@"; rc=$?; rm -f "$0"; exit $rc'
+PID_EXEC = 'echo $$ >"$0" 2>/dev/null; exec "$@"'  # under the runner's own sh (sandbox.toolchain): no rm to trust
 _HEADER = 8  # docker's stream frame: [stream, 0, 0, 0, size (4 bytes, big-endian)]
 
 # Kill the process tree rooted at $1 (a pid, or a file holding one, waited for up to ~1 s since a
@@ -67,8 +71,13 @@ class ExecStream:
     """The hijacked connection of one started exec: demultiplexes frames into `stdout` and
     `stderr` (bytearrays that only grow) and can write to the process's stdin."""
 
-    def __init__(self, response: Any) -> None:
+    def __init__(self, response: Any, limit: int | None = None) -> None:
         self._response = response
+        # With a limit, each stream keeps its first limit/2 bytes in stdout/stderr and a rolling
+        # last limit/2 in a tail buffer (text() joins them): a flood cannot exhaust memory.
+        self._limit = limit
+        self._tails = {1: bytearray(), 2: bytearray()}
+        self._dropped = {1: 0, 2: 0}
         fp = response.raw._fp.fp  # http.client's buffered reader of the hijacked connection
         self._sock: socket.socket = fp.raw._sock
         self._buf = bytearray()
@@ -85,7 +94,7 @@ class ExecStream:
         self._sock.setblocking(True)
 
     @classmethod
-    def start(cls, api: Any, exec_id: str) -> ExecStream:
+    def start(cls, api: Any, exec_id: str, limit: int | None = None) -> ExecStream:
         """Start exec `exec_id` and return its stream (raises docker.errors.APIError)."""
         res = api._post_json(
             api._url("/exec/{0}/start", exec_id),
@@ -94,7 +103,7 @@ class ExecStream:
             stream=True,
         )
         api._raise_for_status(res)
-        return cls(res)
+        return cls(res, limit)
 
     def pump(self, deadline: float | None) -> bool:
         """Read what arrives next (blocking until `deadline`, a time.monotonic() value, or
@@ -141,9 +150,35 @@ class ExecStream:
             end = pos + _HEADER + size
             if end > len(buf):
                 break
-            (self.stderr if buf[pos] == 2 else self.stdout).extend(buf[pos + _HEADER : end])
+            self._keep(2 if buf[pos] == 2 else 1, buf[pos + _HEADER : end])
             pos = end
         del buf[:pos]
+
+    def _keep(self, which: int, data: bytes | bytearray) -> None:
+        head = self.stderr if which == 2 else self.stdout
+        if self._limit is None:
+            head.extend(data)
+            return
+        half = self._limit // 2
+        room = max(0, half - len(head))
+        head.extend(data[:room])
+        tail = self._tails[which]
+        tail.extend(data[room:])
+        if len(tail) > 2 * half:  # compact now and then: amortised O(1) per byte
+            cut = len(tail) - half
+            del tail[:cut]
+            self._dropped[which] += cut
+
+    def text(self, which: int) -> str:
+        """The whole output of stream 1 (stdout) or 2 (stderr), decoded; with a limit, head and
+        tail around a note of how many bytes were dropped."""
+        head, tail = (self.stderr if which == 2 else self.stdout), self._tails[which]
+        if self._limit is not None and len(tail) > self._limit // 2:
+            cut = len(tail) - self._limit // 2
+            del tail[:cut]
+            self._dropped[which] += cut
+        note = f"\n[... {self._dropped[which]} bytes of output dropped ...]\n".encode() if self._dropped[which] else b""
+        return bytes(head + note + tail).decode("utf-8", "replace")
 
 
 def sh_quote(text: str) -> str:

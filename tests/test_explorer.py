@@ -18,6 +18,7 @@ from urllib.parse import urlencode
 import pytest
 import yaml
 
+from _attacks import FAMILIES, write_dataset
 from _docker_fixtures import metaopt, require_base_image
 from _step_tasks import make_tasks
 
@@ -35,7 +36,8 @@ def _revision_script(tmp: Path) -> str:
     data["prompts"]["system"] += " " + PROMPT_LINE
     path = tmp / "meta.yaml"
     path.write_text(yaml.safe_dump([{"tool": "write_revision", "arguments": {
-        "harness_yaml": yaml.safe_dump(data, sort_keys=False), "cites": [],
+        "harness_yaml": yaml.safe_dump(data, sort_keys=False), "cites": [], "cause": "turn limit",
+        "fixes": [], "keeps": [],
         "rationale": "episodes run out of turns; raise max_turns to 32 and ask for a check"}}]))
     return f"fake/script:{path}"
 
@@ -52,7 +54,13 @@ def store(tmp_path_factory) -> dict:
     r2 = metaopt("eval", "--benchmark", "terminalbench", "--dataset", str(ds), "--model", "fake/nop",
                  "--tasks", "steps-05", "--db", str(db), "--json")
     assert r2.returncode == 0, r2.stderr
-    return {"db": db, "experiment": json.loads(r.stdout)["experiment_id"], "eval_run": json.loads(r2.stdout)["run_id"]}
+    hack = [f for f in FAMILIES if f[0] == "conftest-at-root"]
+    write_dataset(tmp / "hack", hack, control=False)
+    r3 = metaopt("eval", "--benchmark", "terminalbench", "--dataset", str(tmp / "hack"), "--model", "fake/solution",
+                 "--tasks", "conftest-at-root-harbor", "--db", str(db), "--json")
+    assert r3.returncode == 0, r3.stderr
+    return {"db": db, "experiment": json.loads(r.stdout)["experiment_id"], "eval_run": json.loads(r2.stdout)["run_id"],
+            "tampered": json.loads(r3.stdout)["run_id"] + "/conftest-at-root-harbor/0"}
 
 
 @pytest.fixture(scope="module")
@@ -124,6 +132,17 @@ def test_a_failed_trial_is_found_from_the_failures_view(server, store, page):
     assert "outcome turn_limit" in text and "You are an agent in a Linux container" in text
     assert "echo 1 >> /app/out.txt" in text  # tool call arguments
     assert "failed" in page.inner_text("#verifier table")  # per-test result
+
+
+def test_a_tampered_trial_shows_its_evidence(server, store, page):
+    page.goto(server + "#/failures")
+    page.wait_for_selector(".group h3")
+    assert any(c.startswith("tampered") for c in page.locator(".group h3").all_inner_texts())
+    page.goto(server + "#/trial?" + urlencode({"id": store["tampered"]}))
+    page.wait_for_selector("#integrity table")
+    text = page.inner_text("#integrity")
+    assert "pytest-config-planted" in text and "/conftest.py" in text and "without the tamper verdict: passed" in text
+    assert page.locator("span.status-tampered").count() >= 1
 
 
 def test_matrix_marks_fixed_tasks_and_opens_side_by_side(server, store, page):

@@ -107,3 +107,24 @@ def test_binary_tasks_false_accepts_stay_under_5_percent():
     report("binary N=20 K=3 30% flaky gain=+0.10", acceptance_rate(random.Random(106), binary_world, 0.10))
     report("binary N=50 K=3 30% flaky gain=+0.10",
            acceptance_rate(random.Random(107), binary_world, 0.10, n=50))
+
+
+def test_the_gate_simulation_script_replays_its_decisions_through_the_real_gate():
+    """perf.gate_simulation re-implements both gates array-wise; its crosscheck replays the first
+    experiments of every scenario through gate.screen / gate.decide / sequential.validate. A drift
+    between the two (a plan, an order, a rounding on a bound) shows up as a disagreement here."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    out = subprocess.run([sys.executable, "-m", "perf.gate_simulation", "--experiments", "40"], capture_output=True,
+                         text=True, timeout=300, cwd=Path(__file__).parents[1])
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stdout)
+    for gate, (total, agree) in report["crosscheck"].items():
+        assert total > 0 and agree == total, (gate, total, agree)
+    assert len(report["conditions"]) == 8 and set(report["targets"]) == {
+        "experiment_wise_false_accept_30_le_0.05_everywhere", "power_+10_n20_k3_no_worse_than_fixed",
+        "trials_per_decision_at_least_30pct_below_k_x_n"}
+    assert "round 1 in 2 growing shares" in report["staged_gate"]["rule"]

@@ -22,7 +22,8 @@ from meta_agent.proposers.heuristic import HeuristicProposer
 from meta_agent.proposers.llm import ELIDED, LLMProposer
 from meta_agent.proposers.llm_tools import harness_yaml
 from task_agent.harness_io import harness_from_data, load_harness, resolve_harness
-from task_agent.messages import Message, ModelResponse, ToolCallPart
+from task_agent.messages import Message, ModelResponse, TextPart, ToolCallPart
+from task_agent.models.toolcall_text import with_text_calls
 from core.errors import MissingApiKey
 from traces.store import Store
 from _step_tasks import make_tasks
@@ -73,8 +74,9 @@ def test_a_model_that_stops_without_writing_proposes_nothing(tmp_path):
     system = p.model.calls[0].messages[0].text
     assert "If this exact task disappeared" in system and "`model` section" in system
     assert "routing.limits.max_turns" in system  # the generated format reference
-    assert {t.name for t in p.model.calls[0].tools} == {"list_failures", "read_trial", "search_traces",
-                                                         "read_harness", "write_revision"}
+    assert {t.name for t in p.model.calls[0].tools} == {
+        "list_failures", "read_trial", "search_traces", "read_harness", "history", "read_candidate",
+        "compare_train_task", "add_note", "set_field", "edit_prompt", "set_tool", "remove_tool", "write_revision"}
 
 
 def test_max_turns_ends_the_session(tmp_path):
@@ -110,7 +112,8 @@ class PricedModel:
 
 def write(i: int, text: str, cites=("t-1",), rationale="more turns") -> list:
     return [ToolCallPart(id=f"w{i}", name="write_revision",
-                         arguments={"harness_yaml": text, "rationale": rationale, "cites": list(cites)})]
+                         arguments={"harness_yaml": text, "rationale": rationale, "cites": list(cites),
+                                    "cause": "turn limit", "fixes": [], "keeps": []})]
 
 
 def test_write_revision_rejects_what_cannot_be_evaluated_and_sums_spend(tmp_path):
@@ -145,6 +148,55 @@ def test_write_revision_rejects_what_cannot_be_evaluated_and_sums_spend(tmp_path
     assert rev.usd == pytest.approx(1.75)
     assert rev.rationale.startswith("more turns") and "1 model call(s) of unknown price" in rev.rationale
     assert p.last_run["unpriced_calls"] == 1 and p.spent_usd == pytest.approx(1.75)
+
+
+class LongWinded:
+    """Writes its write_revision call as <tool_call> text (as small local models do), cut off at the
+    call's max_tokens (characters // 4, like the fakes) with finish_reason "length", and parsed the way
+    LocalModel parses it. The call is `chars` characters long."""
+
+    provider, name = "stub", "stub/long-winded"
+
+    def __init__(self, chars: int):
+        self.chars, self.calls = chars, []
+
+    def generate(self, messages, tools, settings):
+        self.calls.append((list(messages), settings))
+        call = {"name": "write_revision", "arguments": {"changes": {"routing.limits.max_turns": 16},
+                "cause": "turn limit", "fixes": [], "keeps": [], "rationale": ""}}
+        call["arguments"]["rationale"] = "x" * (self.chars - len(json.dumps(call)))
+        text, limit = f"<tool_call>{json.dumps(call)}</tool_call>", settings.max_tokens * 4
+        reply = ModelResponse(message=Message(role="assistant", parts=[TextPart(content=text[:limit])]),
+                              finish_reason="length" if len(text) > limit else "stop", model=self.name, provider="stub")
+        return with_text_calls(reply, tools)
+
+
+def test_a_call_cut_off_at_max_tokens_is_retried_with_more_room(tmp_path):
+    model = LongWinded(chars=3000)  # over 512 tokens' worth, under 1024
+    p = LLMProposer(model, profile="compact")
+    with Store(tmp_path / "s.duckdb") as s:
+        s.insert(TrialResult(trial_id="t-1", run_id="r", benchmark="b", task_id="steps-00", attempt=0,
+                             agent="a", status="failed", score=0.0))
+        rev = p.propose(MINIMAL, Evidence(s, ["t-1"], "exp"), set())
+    assert rev is not None and rev.harness.routing.limits.max_turns == 16
+    (first, s1), (second, s2) = model.calls
+    assert (s1.max_tokens, s2.max_tokens) == (512, 1024) and s2.temperature == 0.0
+    # the partial reply is not shown again; the model is told why nothing ran
+    assert len(second) == len(first) + 1 and second[-1].role == "user"
+    assert "cut off at 512 output tokens in the middle of a write_revision call" in second[-1].text
+
+
+def test_a_model_that_always_runs_out_of_tokens_writes_nothing_and_the_room_is_capped(tmp_path):
+    model = LongWinded(chars=100_000)
+    p = LLMProposer(model, profile="compact", max_turns=5)
+    with Store(tmp_path / "s.duckdb") as s:
+        s.insert(TrialResult(trial_id="t-1", run_id="r", benchmark="b", task_id="steps-00", attempt=0,
+                             agent="a", status="failed", score=0.0))
+        assert p.propose(MINIMAL, Evidence(s, ["t-1"], "exp"), set()) is None
+    assert [st.max_tokens for _, st in model.calls] == [512, 1024, 2048, 2048, 2048]
+    assert [st.temperature for _, st in model.calls] == [0.0, 0.0, 0.7, 0.7, 0.7]  # sampled from the second cut
+    assert p.last_run["outcome"] == "max_turns"
+    assert not any("xxxx" in m.text for m in model.calls[-1][0] if m.role == "assistant")
 
 
 def test_cli_refuses_meta_models_it_cannot_build(tmp_path):
@@ -194,11 +246,12 @@ def test_tools_show_raw_traces_of_the_evidence_only(traced, tmp_path):
         {"tool": "search_traces", "arguments": {"pattern": "echo 5 >>"}},
         {"tool": "search_traces", "arguments": {"pattern": "echo 1 >> /app/out.txt\"}"}},  # the passing trial has it too
         {"tool": "read_harness"},
-        {"tool": "write_revision", "arguments": {"harness_yaml": "schema_version: [1", "rationale": "x", "cites": []}},
+        {"tool": "write_revision", "arguments": {"harness_yaml": "schema_version: [1", "rationale": "x", "cites": [],
+                                                 "cause": "x", "fixes": [], "keeps": []}},
         {"reasoning": "The episode ran out of turns with 4 of 12 lines written.",
          "tool": "write_revision",
          "arguments": {"harness_yaml": more_turns(), "rationale": "episodes hit the 8-turn limit; raise it to 32",
-                       "cites": [failing, span]}},
+                       "cites": [failing, span], "cause": "turn limit", "fixes": [], "keeps": []}},
         {"text": "never reached"},
     ]
     p = LLMProposer(script(tmp_path, steps))
@@ -235,7 +288,7 @@ def test_metaopt_run_with_a_scripted_meta_model(docker_ready, tmp_path):
         {"tool": "list_failures"},
         {"tool": "write_revision", "arguments": {
             "harness_yaml": more_turns(), "rationale": "scripted: the agent runs out of turns; raise max_turns to 32",
-            "cites": ["not-a-trial"]}},
+            "cites": ["not-a-trial"], "cause": "turn limit", "fixes": [], "keeps": []}},
     ])
     db = tmp_path / "r.duckdb"
     r = cli("run", "--benchmark", "terminalbench", "--dataset", str(ds), "--harness", "minimal",
@@ -253,7 +306,9 @@ def test_metaopt_run_with_a_scripted_meta_model(docker_ready, tmp_path):
     assert c["rationale"] == "scripted: the agent runs out of turns; raise max_turns to 32"
     assert json.loads(c["evidence"]) == []  # its only cite was made up
     assert "+   \"max_turns\": 32," in c["diff"] and "temperature" not in c["diff"]  # the diff shows the change only
-    # it went through the guard, smoke, screen and the staged gate's looks (K = 1 keeps it from accepting)
-    assert stages[0] == "screen" and stages[1] == "select" and set(stages[1:]) <= {"select", "confirm"}
+    # it went through the guard, smoke, screen, the staged gate's looks (K = 1 keeps it from accepting)
+    # and the closing verdict row
+    assert stages[0] == "screen" and stages[1] == "select" and set(stages[1:-1]) <= {"select", "confirm"}
+    assert stages[-1] == "verdict"
     assert c["status"] in ("accepted", "inconclusive") and out["stop_reason"] == "max iterations (1) reached"
     assert meta_rows == [{"usd": 0.0}]

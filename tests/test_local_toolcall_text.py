@@ -76,6 +76,9 @@ def test_with_text_calls_keeps_server_calls_and_notes_what_it_could_not_parse():
     assert recovered.finish_reason == "tool_call" and recovered.unparsed_output == text
     assert [c.arguments for c in recovered.message.tool_calls] == [{"command": "ls"}]
     assert recovered.message.text == ""
+    cut = response(TextPart(content='<tool_call>{"name": "bash", "arguments": {"command": "l'))
+    cut = with_text_calls(cut.model_copy(update={"finish_reason": "length"}), [BASH])
+    assert cut.finish_reason == "length" and cut.message.tool_calls[0].arguments_error  # a cut-off call says so
     no_tools = response(TextPart(content=text))
     assert with_text_calls(no_tools, []) is no_tools  # no tools offered: text is text
 

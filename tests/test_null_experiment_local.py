@@ -11,19 +11,12 @@ from _local_tasks import step_tasks
 from meta_agent.config import RunConfig
 from meta_agent.experiment import plan_experiment, start_experiment
 from meta_agent.records import Candidate, GateDecision, Spend
-from sandbox.local import LocalBackend
 from traces.store import Store
 
 
 @pytest.fixture(scope="module")
-def backend(tmp_path_factory):
-    b = LocalBackend(tmp_path_factory.mktemp("sandboxes"))
-    try:
-        b.ping()
-    except Exception as e:
-        pytest.skip(str(e))
-    yield b
-    b.prune()
+def backend(local_backend):
+    return local_backend
 
 
 @pytest.mark.parametrize("seed", [0, 1])

@@ -18,9 +18,10 @@ import docker
 import pytest
 
 from traces.store import Store
-from _docker_fixtures import require_base_image
+from _docker_fixtures import docker_backend, make_sandbox, require_base_image, test_image, test_run_id  # noqa: F401
 from _ray_cluster import RayCluster
 from _step_tasks import make_tasks
+from evaluation.ray_node import DISPATCH, cleanup_on_node
 
 pytest.importorskip("ray", reason="the ray executor needs metaopt[ray] (scripts/setup.sh installs it)")
 pytestmark = pytest.mark.docker
@@ -134,16 +135,30 @@ def test_an_image_is_built_once_per_node_not_per_trial(cluster, tmp_path):
     token = secrets.token_hex(6)
     ds = slow_task(tmp_path / "ds", f"once-{token}", 1,
                    dockerfile=f"FROM debian:bookworm-slim\nRUN echo {token} > /token\nWORKDIR /app\n")
-    since = int(time.time()) - 1
-    r = cli(cluster, "eval", "--benchmark", "terminalbench", "--dataset", str(ds), "--agent", "oracle", "-k", "4",
-            "-j", "4", "--db", str(tmp_path / "i.duckdb"), "--json", *on_ray(cluster))
+    # Watch the daemon's image events live: a query afterwards with `since` reads the daemon's ring
+    # of the last 256 events, which a busy machine's container and exec events push the tag out of.
+    client = docker.from_env()
+    stream = client.events(decode=True, filters={"type": "image", "event": "tag"})
+    events: list[dict] = []
+    watcher = threading.Thread(target=lambda: events.extend(stream), daemon=True)
+    watcher.start()
+    try:
+        r = cli(cluster, "eval", "--benchmark", "terminalbench", "--dataset", str(ds), "--agent", "oracle", "-k", "4",
+                "-j", "4", "--db", str(tmp_path / "i.duckdb"), "--json", *on_ray(cluster))
+        time.sleep(1)
+    finally:
+        stream.close()
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
     assert [t["score"] for t in out["tasks"]] == [1.0] * 4
-    client = docker.from_env()
-    tags = [e for e in client.api.events(since=since, until=int(time.time()) + 1, decode=True, filters={"type": "image"})
-            if e.get("Action") == "tag" and f"once-{token}" in e.get("Actor", {}).get("Attributes", {}).get("name", "")]
+    tags = [e for e in events if f"once-{token}" in e.get("Actor", {}).get("Attributes", {}).get("name", "")]
     assert len(tags) == 1, f"the image was tagged {len(tags)} times"
+    # The tamper scan's pristine containers of the image are gone too: a Ray worker is killed, not
+    # exited, so it removes them after each trial (atexit would never run).
+    images = {i.id for i in client.images.list(name=f"metaopt-task/once-{token}")}
+    pristine = [c for c in client.api.containers(all=True, filters={"label": "metaopt.pristine=1"})
+                if c["ImageID"] in images]
+    assert pristine == [], f"{len(pristine)} pristine containers left on the node"
     for img in client.images.list(name=f"metaopt-task/once-{token}"):
         client.images.remove(img.id, force=True)
 
@@ -184,12 +199,26 @@ def test_a_worker_killed_mid_trial_is_retried_and_the_trial_completes(cluster, t
         remove([name])
     assert proc.returncode == 0, stderr
     [t] = json.loads(stdout)["tasks"]
-    assert (t["status"], t["score"]) == ("passed", 1.0)
     with Store(db, read_only=True) as s:
-        [row] = s.rows("SELECT infra_errors, hardware FROM trials")
+        [row] = s.rows("SELECT infra_errors, hardware, error FROM trials")
+    assert (t["status"], t["score"]) == ("passed", 1.0), row
     [failure] = json.loads(row["infra_errors"])
     assert "WorkerCrashedError" in failure["error"] and failure["ray_node_id"]
     assert leftovers == [], "the killed attempt's container is gone"
+
+
+def test_cleanup_of_a_failed_dispatch_leaves_the_retry_on_the_same_daemon_alone(make_sandbox, test_run_id):
+    """Two nodes of one machine share its Docker daemon, and a retry may land on the node that
+    failed: the driver's cleanup of the dead dispatch must not remove the retry's container,
+    though both carry the trial's task id and attempt."""
+    trial = {"metaopt.task_id": f"t-{secrets.token_hex(4)}", "metaopt.attempt": "0"}
+    dead = make_sandbox(labels={**trial, DISPATCH: "dead"})
+    retry = make_sandbox(labels={**trial, DISPATCH: "retry"})
+    counts = cleanup_on_node(test_run_id, {DISPATCH: "dead"})
+    assert counts["containers"] == 1, counts
+    api = docker.from_env().api
+    assert not api.containers(all=True, filters={"id": dead.id})
+    assert retry.exec("echo alive").stdout.strip() == "alive"
 
 
 def test_a_node_that_dies_mid_trial_is_left_and_the_trial_completes_on_another(tmp_path):
@@ -215,9 +244,9 @@ def test_a_node_that_dies_mid_trial_is_left_and_the_trial_completes_on_another(t
             remove([name])
     assert proc.returncode == 0, stderr
     [t] = json.loads(stdout)["tasks"]
-    assert (t["status"], t["score"]) == ("passed", 1.0)
     with Store(db, read_only=True) as s:
-        [row] = s.rows("SELECT infra_errors, hardware FROM trials")
+        [row] = s.rows("SELECT infra_errors, hardware, error FROM trials")
+    assert (t["status"], t["score"]) == ("passed", 1.0), row
     [failure] = json.loads(row["infra_errors"])
     assert failure["ray_node_id"] and failure["ray_node_id"] != json.loads(row["hardware"])["ray_node_id"]
     assert leftovers == []

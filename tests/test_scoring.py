@@ -42,9 +42,9 @@ def test_xpass_and_error_fail():
     assert score_pytest("== short test summary info ==\nERROR t::a - boom\n").score == 0.0
 
 
-def test_missing_summary_is_an_error_not_zero():
-    v = score_pytest("collected 0 items\n")
-    assert v.score is None and v.status == "error" and v.failure_mode == "parse_error"
+def test_missing_summary_is_unresolved_as_terminal_bench_scores_it():
+    v = score_pytest("collected 0 items\nSyntaxError: invalid syntax\n")
+    assert (v.score, v.status, v.failure_mode) == (0.0, "failed", "no_test_summary")
 
 
 def test_failed_download_is_infra_error():

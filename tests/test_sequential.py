@@ -39,11 +39,25 @@ def test_rule_defaults_and_plans():
     assert SequentialRule(confirm_rounds=2, looks=(0.5, 1.0), reserve_ratio=1.5).confirm_plan(3) == [(1, 2), (2, 3)]
     assert RULE.look_level(0.04, 1, 3) == pytest.approx(0.002) and RULE.look_level(0.04, 3, 3) == pytest.approx(0.036)
     assert RULE.look_level(0.04, 1, 1) == 0.04
-    assert selection_plan(["a", "b", "c", "d"], 2) == [(["a", "b"], 1), (["a", "b", "c", "d"], 1), (["a", "b", "c", "d"], 2)]
+    abcd = ["a", "b", "c", "d"]
+    abcdef = abcd + ["e", "f"]
+    assert selection_plan(abcdef, 3) == [(abcdef[:3], 1), (abcdef, 1), (abcdef, 2), (abcdef, 3)]  # halves at K = 3
+    assert [(len(t), r) for t, r in selection_plan(TASKS, 2)] == [(3, 1), (7, 1), (10, 1), (10, 2)]  # thirds
+    assert [(len(t), r) for t, r in selection_plan(TASKS, 1)] == [(2, 1), (4, 1), (6, 1), (8, 1), (10, 1)]  # fifths
+    assert [(len(t), r) for t, r in selection_plan(TASKS, 1, min_share=3)] == [(4, 1), (6, 1), (8, 1), (10, 1)]
+    assert selection_plan(abcd, 2) == [(["a", "b", "c"], 1), (abcd, 1), (abcd, 2)]  # a third of 4 is 1 task: skipped
+    assert selection_plan(abcd, 2, looks=2, min_share=1) == [(["a", "b"], 1), (abcd, 1), (abcd, 2)]
     assert selection_plan(["a"], 1) == [(["a"], 1)]
+    # A rule stored before select_looks existed resumes with the plan it began with (halves, in order).
+    stored = RULE.model_dump(mode="json")
+    del stored["select_looks"], stored["shuffle_tasks"], stored["min_share"]
+    old = SequentialRule.model_validate(stored)
+    assert (old.select_looks, old.min_share, old.shuffle_tasks) == (2, 1, False)
+    fresh = SequentialRule.model_validate({"alpha": 0.1})
+    assert (fresh.select_looks, fresh.shuffle_tasks) == (RULE.select_looks, True)
     text = rule_text(RULE, 3)
     for words in ("experiment-wise alpha = 0.05", "spends no alpha", "alpha_j = 0.05 x 0.8 x 0.2^(j-1)",
-                  "2, 6, 12 child trials", "never counted as 0", "reserve of 2x", "K = 3"):
+                  "2, 6, 12 child trials", "never counted as 0", "reserve of 2x", "K = 3", "round 1 in 2 growing shares"):
         assert words in text
 
 
@@ -98,6 +112,10 @@ def test_confirm_look_levels_and_outcomes():
     # Errors: too few tasks scored on both sides is inconclusive at the last look.
     holes = {t: (v if i < 4 else [None] * 3) for i, (t, v) in enumerate(win.items())}
     assert confirm_look(reserve, holes, FLOOR, TASKS, 3, 3, 1, 0.04, 0.04, RULE, 1).outcome == "inconclusive"
+    # Nothing scored at an interim look (every trial errored, or the budget ran out): inconclusive,
+    # not a futility stop on p = 1.
+    none = confirm_look(reserve, {}, FLOOR, TASKS, 1, 3, 1, 0.04, 0.04, RULE, 1)
+    assert none.outcome == "inconclusive" and "only 0/10 tasks scored" in none.reason
 
 
 class World:
@@ -156,6 +174,26 @@ def test_validate_drops_a_noop_at_selection_without_spending_alpha():
             assert v.trials_run <= v.trials_max == 30  # selection only: at most K n
     assert "accept" not in outcomes
     assert sum(v == "reject" for v in outcomes) >= 30
+
+
+def test_each_candidate_selects_on_its_own_seeded_order_of_the_tasks():
+    """K = 1 looks at fifths of the tasks; which fifth comes first is the candidate's own seeded
+    draw (the same again on a resume), not the alphabetical prefix every child would share."""
+    base = {t: [0.0] for t in TASKS}
+    floor = NoiseFloor.measure(base)
+
+    def first_share(cid: str, rule: SequentialRule = RULE) -> list[str]:
+        asked: list[list[str]] = []
+        validate(cid, TASKS, base, floor, 1, rule, AlphaSpending(), child=lambda ts, r: asked.append(ts) or
+                 {t: [0.0] for t in ts}, confirm=lambda r: {}, reserve=lambda r: {})
+        assert len(asked) == 1  # no task differs: futile at the first look
+        return asked[0]
+
+    shares = {cid: first_share(cid) for cid in ("c1", "c2", "c3", "c4")}
+    assert all(len(ts) == 2 and set(ts) <= set(TASKS) for ts in shares.values())
+    assert len({tuple(ts) for ts in shares.values()}) > 1
+    assert first_share("c1") == shares["c1"]
+    assert first_share("c1", RULE.model_copy(update={"shuffle_tasks": False})) == TASKS[:2]
 
 
 def chain(seed: int, k: int, proposals: int, probs, stop_after: int | None = None, rows=None, world=None):

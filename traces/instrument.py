@@ -20,12 +20,15 @@ episode (`gen_ai.input.messages`), with their position in `metaopt.input.offset`
 before call n is `history[:offset] + input` where history grows by each span's input and output.
 When the history did not simply grow (compaction, a rewrite), the span records it all, offset 0.
 System messages go to `gen_ai.system_instructions` and, like `gen_ai.tool.definitions`, are
-recorded on the first chat span of an episode and again only when they change.
+recorded on the first chat span of an episode and again only when they change. Every chat span
+carries `metaopt.system.sha256` (`prompt_sha256` of the system text it was sent), so a reader can
+prove which prompt reached the model even when content is redacted.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import traceback
@@ -77,6 +80,13 @@ class _Episode:
     last: Message | None = None           # the last of them (the previous output, usually)
     tools: list[ToolSpec] | None = None   # tool definitions last recorded
     system: list[Message] | None = None   # system messages last recorded
+    system_sha: str = ""                  # their prompt_sha256
+
+
+def prompt_sha256(system_text: str) -> str:
+    """sha256 (hex) of a system prompt as the model received it (system messages' text, joined
+    by newlines): the value of `metaopt.system.sha256` on chat spans."""
+    return hashlib.sha256(system_text.encode()).hexdigest()
 
 
 def _fail(span: Span, exc: BaseException, secrets: list[str]) -> None:
@@ -135,13 +145,17 @@ class TracedModel:
         if ep is None or ep.system != system:
             parts = [p for m in _otel_messages(system, content) for p in m["parts"]]
             attrs["gen_ai.system_instructions"] = _json(parts, secrets)
+            sha = prompt_sha256("\n".join(m.text for m in system))
+        else:
+            sha = ep.system_sha
+        attrs["metaopt.system.sha256"] = sha
         if ep is None or ep.tools != tools:
             attrs["gen_ai.tool.definitions"] = _json([t.to_otel() for t in tools], secrets)
         attrs["gen_ai.input.messages"] = _json(_otel_messages(conv[offset:], content), secrets)
         attrs["metaopt.input.offset"] = offset
         span = self.tracer.start_span(f"chat {request_model}", kind=SpanKind.CLIENT, attributes=attrs)
         if ep:
-            ep.system, ep.tools = system, list(tools)
+            ep.system, ep.tools, ep.system_sha = system, list(tools), sha
             ep.recorded, ep.last = len(conv), (conv[-1] if conv else None)
         with trace.use_span(span, end_on_exit=True, record_exception=False, set_status_on_exception=False):
             try:

@@ -179,4 +179,123 @@ MIGRATIONS: list[tuple[str, str]] = [
         ALTER TABLE trials ADD COLUMN infra_errors JSON;
         """,
     ),
+    (
+        "0006_memory_history",
+        # The meta-agent's memory (issue 13) and its traces (issue 12 item 9): the proposal's
+        # transcript (an `invoke_agent meta-agent` trace in spans), its falsifiable manifest and
+        # the checks run on it, and a notebook it keeps across proposals.
+        """
+        ALTER TABLE candidates ADD COLUMN proposal_trace_id VARCHAR;  -- trace of the meta-agent session
+        ALTER TABLE candidates ADD COLUMN predictions JSON;         -- {cause, fixes: [train task], keeps: [train task]}
+        ALTER TABLE candidates ADD COLUMN prediction_check JSON;    -- meta_agent.predictions.PredictionCheck
+        ALTER TABLE candidates ADD COLUMN liveness JSON;            -- meta_agent.liveness.Liveness
+        CREATE TABLE notebook (
+            experiment_id VARCHAR NOT NULL,
+            seq INTEGER NOT NULL,            -- 1, 2, ... per experiment, in writing order
+            parent_id VARCHAR,               -- the candidate the session was proposing a child of
+            trace_id VARCHAR,                -- the meta-agent session that wrote it
+            text VARCHAR NOT NULL,
+            written_at TIMESTAMP NOT NULL
+        );
+        """,
+    ),
+    (
+        "0007_integrity_tamper_evidence",
+        # status gains `tampered` (score 0): what the verifier would run was changed, or the
+        # reward contradicts the verifier's own output. Evidence: [{rule, path, change, detail,
+        # sha256, pristine_sha256}]; integrity: what the runner checked (stop, scan, pristine re-check).
+        """
+        ALTER TABLE trials ADD COLUMN tamper_evidence JSON;
+        ALTER TABLE trials ADD COLUMN integrity JSON;
+        """,
+    ),
+    (
+        "0008_bilevel_mechanisms",
+        """
+        CREATE TABLE mechanisms (
+            experiment_id VARCHAR NOT NULL,
+            mechanism_hash VARCHAR NOT NULL,  -- sha256 of the source
+            name VARCHAR NOT NULL,
+            origin VARCHAR NOT NULL,          -- builtin | generated
+            source VARCHAR NOT NULL,
+            spec JSON,                        -- the Level-2 Specify object
+            session_id VARCHAR,
+            status VARCHAR NOT NULL,          -- builtin | validating | refused | on_trial | kept | rolled_back | off
+            status_reason VARCHAR,
+            trial JSON,                       -- judgement plan: windows and their order
+            created_at TIMESTAMP NOT NULL,
+            updated_at TIMESTAMP NOT NULL,
+            PRIMARY KEY (experiment_id, mechanism_hash)
+        );
+        CREATE TABLE mechanism_checks (
+            experiment_id VARCHAR NOT NULL,
+            mechanism_hash VARCHAR NOT NULL,
+            step VARCHAR NOT NULL,            -- parse | imports | contract | dry_run
+            attempt INTEGER NOT NULL,
+            ok BOOLEAN NOT NULL,
+            reason VARCHAR NOT NULL,
+            detail JSON,
+            checked_at TIMESTAMP NOT NULL
+        );
+        CREATE TABLE mechanism_calls (
+            experiment_id VARCHAR NOT NULL,
+            iteration INTEGER NOT NULL,
+            candidate_id VARCHAR,
+            mechanism_hash VARCHAR NOT NULL,
+            mechanism VARCHAR NOT NULL,
+            hook VARCHAR NOT NULL,
+            status VARCHAR NOT NULL,          -- ok | raised | timeout | garbage | dead | skipped
+            output JSON,
+            error VARCHAR,
+            effect VARCHAR,
+            state JSON,
+            ms DOUBLE,
+            called_at TIMESTAMP NOT NULL
+        );
+        CREATE TABLE mechanism_active_sets (
+            experiment_id VARCHAR NOT NULL,
+            iteration INTEGER NOT NULL,
+            hashes JSON NOT NULL,
+            reason VARCHAR NOT NULL,
+            changed_at TIMESTAMP NOT NULL
+        );
+        CREATE TABLE search_params (
+            experiment_id VARCHAR NOT NULL,
+            iteration INTEGER NOT NULL,
+            params JSON NOT NULL,
+            reason VARCHAR NOT NULL,
+            decided_at TIMESTAMP NOT NULL
+        );
+        CREATE TABLE mechanism_judgements (
+            experiment_id VARCHAR NOT NULL,
+            mechanism_hash VARCHAR NOT NULL,
+            iteration INTEGER NOT NULL,
+            outcome VARCHAR NOT NULL,         -- keep | roll_back | undecided
+            rule VARCHAR NOT NULL,
+            reason VARCHAR NOT NULL,
+            windows JSON,
+            n_pairs INTEGER,
+            mean_diff DOUBLE,
+            ci_low DOUBLE,
+            ci_high DOUBLE,
+            judged_at TIMESTAMP NOT NULL
+        );
+        CREATE TABLE level2_sessions (
+            session_id VARCHAR PRIMARY KEY,
+            experiment_id VARCHAR NOT NULL,
+            round INTEGER NOT NULL,
+            iteration INTEGER NOT NULL,
+            model VARCHAR NOT NULL,
+            outcome VARCHAR NOT NULL,         -- module | spec_error | code_error | model_error
+            errors JSON,
+            spec JSON,
+            mechanism_hash VARCHAR,
+            messages JSON,
+            usd DOUBLE,
+            started_at TIMESTAMP NOT NULL,
+            finished_at TIMESTAMP NOT NULL
+        );
+        ALTER TABLE candidates ADD COLUMN mechanisms JSON;  -- hashes of the active mechanism set
+        """,
+    ),
 ]

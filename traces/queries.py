@@ -12,6 +12,10 @@ from typing import Any
 
 from traces.store import Store
 
+_SPAN_COLS = ("span_id, trace_id, parent_span_id, name, operation_name, start_ns, duration_ms,"
+              " status_code, status_message, error_type, tool_name, tool_call_id, request_model,"
+              " response_model, input_tokens, output_tokens, reasoning_tokens, cost_usd, finish_reasons,"
+              " CASE WHEN operation_name IN ('execute_tool', 'invoke_agent') THEN attributes END AS attributes")
 _DIRECTION_ORDER = {"system": 0, "input": 1, "output": 2, "tool_call": 3, "tool_result": 4}
 
 
@@ -26,10 +30,10 @@ def list_trials(store: Store, run_id: str | None = None, status: str | None = No
 
 
 def failures(store: Store, run_id: str | None = None) -> list[dict[str, Any]]:
-    """Failed / error / timeout trials grouped by failure_mode (status when it has none), most
+    """Failed / error / timeout / tampered trials grouped by failure_mode (status when it has none), most
     frequent first: [{failure_mode, count, statuses, trial_ids}]."""
     where, params = _where(run_id=run_id)
-    where = (where + " AND" if where else " WHERE") + " status IN ('failed', 'error', 'timeout')"
+    where = (where + " AND" if where else " WHERE") + " status IN ('failed', 'error', 'timeout', 'tampered')"
     return store.rows(
         "SELECT coalesce(failure_mode, status) AS failure_mode, count(*) AS count,"
         " list(DISTINCT status ORDER BY status) AS statuses, list(trial_id ORDER BY trial_id) AS trial_ids"
@@ -59,16 +63,25 @@ def show_trial(store: Store, trial_id: str) -> dict[str, Any]:
     tool call. Raises KeyError when neither a trial nor spans carry `trial_id`."""
     rows = store.rows("SELECT * FROM trials WHERE trial_id = ?", [trial_id])
     trial = rows[0] if rows else None
-    cols = ("span_id, trace_id, parent_span_id, name, operation_name, start_ns, duration_ms,"
-            " status_code, status_message, error_type, tool_name, tool_call_id, request_model,"
-            " response_model, input_tokens, output_tokens, reasoning_tokens, cost_usd, finish_reasons,"
-            " CASE WHEN operation_name IN ('execute_tool', 'invoke_agent') THEN attributes END AS attributes")
     # UNION, not OR: each side prunes on its own column (OR scans all spans: 15x slower at 1M)
     spans = store.rows(
-        f"SELECT {cols} FROM spans WHERE trial_id = ? UNION SELECT {cols} FROM spans WHERE trace_id = ?"
+        f"SELECT {_SPAN_COLS} FROM spans WHERE trial_id = ? UNION SELECT {_SPAN_COLS} FROM spans WHERE trace_id = ?"
         " ORDER BY start_ns, span_id", [trial_id, (trial or {}).get("trace_id") or ""])
     if trial is None and not spans:
         raise KeyError(f"no trial {trial_id!r} in store {store.path} (see `metaopt traces list`)")
+    return _transcript(store, trial, spans)
+
+
+def show_trace(store: Store, trace_id: str) -> dict[str, Any]:
+    """Any trace (e.g. a meta-agent session) as show_trial returns a trial's, with trial None.
+    Raises KeyError when no span has `trace_id`."""
+    spans = store.rows(f"SELECT {_SPAN_COLS} FROM spans WHERE trace_id = ? ORDER BY start_ns, span_id", [trace_id])
+    if not spans:
+        raise KeyError(f"no trace {trace_id!r} in store {store.path}")
+    return _transcript(store, None, spans)
+
+
+def _transcript(store: Store, trial: dict[str, Any] | None, spans: list[dict[str, Any]]) -> dict[str, Any]:
     trace_ids = sorted({s["trace_id"] for s in spans})
     parts = _message_parts(store, trace_ids)
     agent, transcript = None, []

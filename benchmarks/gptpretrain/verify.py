@@ -38,12 +38,16 @@ RESULT = "/verifier/result.json"
 
 def verify_val_bpb(task: Task, sb: Sandbox, ctx: VerifyContext) -> Verification:
     """The `val_bpb` scorer. Never raises for the candidate's failures."""
-    return Verification(*_verify(task, sb, ctx.timeout_multiplier))
+    return Verification(*_verify(task, sb, ctx.timeout_multiplier, ctx.toolchain))
 
 
-def _verify(task: Task, sb: Sandbox, timeout_multiplier: float) -> tuple[Verdict, str, int | None]:
+def _verify(task: Task, sb: Sandbox, timeout_multiplier: float, tc: Any = None) -> tuple[Verdict, str, int | None]:
+    """`tc` (sandbox.toolchain.Toolchain, at verify time) runs the runner's own steps."""
     v = task.verifier
-    sb.exec("rm -rf /verifier && mkdir -m 700 /verifier", user="root")
+    if tc is not None:
+        tc.fresh_dirs(["/verifier"], mode="700")
+    else:
+        sb.exec("rm -rf /verifier && mkdir -m 700 /verifier", user="root")
     for host, dest in v.files:
         sb.copy_in(host, dest)
     fp = sb.exec("python3 /verifier/score.py fingerprint", timeout=120, user="root")

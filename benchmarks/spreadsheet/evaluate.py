@@ -6,7 +6,9 @@ Sequence (benchmark-formats.md 3.2-3.3):
    their values into memory, then delete every answer file, so the agent's code re-run in step 2
    can never read them.
 2. OJ-style: cases 2..n are produced by re-running the agent's script
-   (`python3 <script> <input> <output>`) on inputs it never saw.
+   (`python3 <script> <input> <output>`) on inputs it never saw. After each run every process
+   that was not there when this script started is stopped and killed: the agent's script must
+   not leave a daemon that rewrites the result JSON after step 3 wrote it.
 3. Recalculate the outputs, compare each case on answer_position (compare.py), and write the
    result JSON: soft (share of cases passed), hard (all passed), per-case pass/fail with reasons
    and per-cell mismatches. A human-readable report goes to stdout.
@@ -21,6 +23,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -94,7 +97,34 @@ def rerun(script: str, src: str, dest: str, timeout: float, cwd: str) -> dict:
     return {"ok": True, "log": tail}
 
 
+def _pids() -> set[int]:
+    return {int(d) for d in os.listdir("/proc") if d.isdigit()}
+
+
+def sweep(keep: set[int]) -> int:
+    """Stop (until no new one appears), then kill, every process but this one and those in `keep`:
+    whatever the agent's script left running. Returns how many."""
+    me, stopped = os.getpid(), set()
+    for _ in range(200):
+        new = _pids() - keep - stopped - {me}
+        if not new:
+            break
+        for pid in new:
+            try:
+                os.kill(pid, signal.SIGSTOP)
+            except (ProcessLookupError, PermissionError):
+                pass
+            stopped.add(pid)
+    for pid in stopped:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+    return len(stopped)
+
+
 def evaluate(cfg: dict) -> dict:
+    before = _pids()  # PID 1, the container's main process, this exec: the agent's are gone already
     tid = cfg["id"]
     areas = compare.parse_answer_position(cfg["answer_position"])
     cases = cfg["cases"]
@@ -123,6 +153,8 @@ def evaluate(cfg: dict) -> dict:
         src = os.path.join(cfg["input_dir"], f"{k}_{tid}_input.xlsx")
         shutil.copyfile(os.path.join(cfg["hidden_input_dir"], f"{k}_{tid}_input.xlsx"), src)
         reruns[k] = rerun(cfg["script"], src, outputs[k], cfg.get("script_timeout_s", 120), cfg["workdir"])
+        if cfg.get("sweep") and (left := sweep(before)):  # in the sandbox only: never on a host
+            reruns[k]["left_running"] = left
 
     results, valid = {}, []
     for k in cases:

@@ -138,15 +138,14 @@ def _task(root: Path, raw: object, benchmark: str) -> Task:
     config = {"id": tid, "answer_position": rec.answer_position, "cases": nums, "answer_dir": "/tests/answers",
               "hidden_input_dir": "/tests/inputs", "input_dir": f"{WORKDIR}/spreadsheets",
               "output_dir": f"{WORKDIR}/output", "script": f"{WORKDIR}/output/solve.py",
-              "script_timeout_s": 120, "workdir": WORKDIR, "result": RESULT}
+              "script_timeout_s": 120, "workdir": WORKDIR, "result": RESULT, "sweep": True}
     return Task(
         id=tid, benchmark=benchmark, format="spreadsheetbench", source_dir=folder,
         instruction=instruction(tid, rec, multi),
         environment=Environment(context_dir=_context(tid, inputs[1])),
         workdir=WORKDIR, agent_timeout_s=TIMEOUT_S,
         verifier=Verifier(files=verifier_files, command=f"rm -rf {RESULT}; python3 /tests/evaluate.py",
-                          timeout_s=TIMEOUT_S, env={"SSB_CONFIG": json.dumps(config)},
-                          stop_agent_processes=True),
+                          timeout_s=TIMEOUT_S, env={"SSB_CONFIG": json.dumps(config)}),
         scoring="spreadsheet", solution=_solution(tid, folder, answers),
         resources=Resources(cpus=1, memory_mb=4096),
         tags=[rec.instruction_type] if rec.instruction_type else [],

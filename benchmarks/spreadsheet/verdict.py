@@ -23,13 +23,14 @@ if TYPE_CHECKING:
 
 def verify_spreadsheet(task: Task, sb: Sandbox, ctx: VerifyContext) -> Verification:
     """The `spreadsheet` scorer: run evaluate.py in the sandbox, score the result JSON it wrote."""
-    from benchmarks.scorers import Verification, read_or_none, run_verifier
+    from benchmarks.scorers import Verification, read_small, run_verifier
 
     run = run_verifier(task, sb, ctx)
     if isinstance(run, Verification):
         return run
     output, code = run
-    return Verification(score_spreadsheet(read_or_none(sb, "/logs/verifier/spreadsheet.json"), output), output, code)
+    data, problem = read_small(sb, "/logs/verifier/spreadsheet.json", limit=8 << 20)
+    return Verification(score_spreadsheet(data, output + (f"\n{problem}" if problem else "")), output, code)
 
 
 def score_spreadsheet(result_json: bytes | None, output: str) -> Verdict:
@@ -46,7 +47,7 @@ def score_spreadsheet(result_json: bytes | None, output: str) -> Verdict:
         cases = res["cases"]
         soft, hard = float(res["soft"]), float(res["hard"])
         tests = {f"case_{c['case']}": "passed" if c["passed"] else "failed" for c in cases}
-    except (ValueError, KeyError, TypeError) as e:
+    except (ValueError, KeyError, TypeError, RecursionError) as e:
         return Verdict(None, "error", failure_mode="scorer_error", error=f"unreadable spreadsheet result: {e}")
     rewards = {"soft": soft, "hard": hard, "recalculated": 1.0 if res.get("recalculated") else 0.0}
     notes = [f"case {c['case']}: {c['reason']}" for c in cases if not c["passed"] and c.get("reason")]

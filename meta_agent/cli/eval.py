@@ -87,7 +87,7 @@ def _print_table(result, db: Path) -> None:
     t = Table(title=f"{result.run_id}  ({result.benchmark}, agent {result.agent})")
     for c in ("task", "trial", "status", "score", "time", "note"):
         t.add_column(c)
-    colors = {"passed": "green", "failed": "red", "error": "yellow", "timeout": "magenta"}
+    colors = {"passed": "green", "failed": "red", "error": "yellow", "timeout": "magenta", "tampered": "bright_red"}
     for r in sorted(result.rows, key=lambda r: (r.task_id, r.attempt)):
         score = "-" if r.score is None else f"{r.score:.2f}"
         note = (r.error or r.failure_mode or "")[:80]
@@ -96,5 +96,7 @@ def _print_table(result, db: Path) -> None:
     Console().print(t)
     mean = result.mean_score
     n_err = sum(r.status == "error" for r in result.rows)
+    n_tam = sum(r.status == "tampered" for r in result.rows)
     Console().print(f"mean score {'-' if mean is None else f'{mean:.3f}'} over {len(result.rows) - n_err} scored trials"
-                    f"{f', {n_err} errors (not counted as 0)' if n_err else ''}; store: {db}")
+                    f"{f', {n_err} errors (not counted as 0)' if n_err else ''}"
+                    f"{f', {n_tam} tampered (scored 0; evidence: metaopt traces show TRIAL)' if n_tam else ''}; store: {db}")

@@ -13,7 +13,7 @@ from meta_agent.cli.common import (DB, EXECUTOR_HELP, GPUS_HELP, RAY_ADDRESS_HEL
                                    progress, sigterm_as_interrupt, split_ids, tracing)
 from meta_agent.config import default
 
-FLAGS = {"time_limit_s": "--time-limit", "split": "--split"}
+FLAGS = {"time_limit_s": "--time-limit", "split": "--split", "bilevel": "--bilevel-set", "gate": "--gate-set"}
 
 
 def run_cmd(
@@ -23,7 +23,10 @@ def run_cmd(
     harness: str = typer.Option("baseline", "--harness", help="Starting harness: a folder or a shipped name."),
     model: Optional[str] = typer.Option(None, "--model", "-m", help="Task model, provider/model (e.g. fake/solution)."),
     meta_model: str = typer.Option(default("meta_model"), "--meta-model", help="heuristic (no model), or provider/model for the llm meta-agent (e.g. anthropic/claude-opus-4-1, fake/script:PATH)."),
-    strategy: str = typer.Option(default("strategy"), "--strategy", help="greedy (extend the incumbent) or pareto (per-task frontier, with merges)."),
+    strategy: str = typer.Option(default("strategy"), "--strategy", help="greedy (extend the incumbent), pareto (per-task frontier, with merges) or bilevel (search mechanisms steer greedy; Level 2 writes new ones)."),
+    level2_model: Optional[str] = typer.Option(None, "--level2-model", help="bilevel: model of the Level-2 sessions that write mechanisms (default: the meta-model when it names one; 'none': off)."),
+    bilevel_set: Optional[list[str]] = typer.Option(None, "--bilevel-set", help="bilevel: KEY=VALUE for a BilevelConfig field (repeatable), e.g. level2_every=2, window=1, judge_pairs=1, host=process, builtins=[tabu]."),
+    gate_set: Optional[list[str]] = typer.Option(None, "--gate-set", help="KEY=VALUE for a staged-gate setting (SequentialRule; repeatable), e.g. alpha=0.1, select_looks=2, min_effect=0.1. Stored for --resume."),
     trials: int = typer.Option(default("trials"), "--trials", "-k", help="Trials per task and candidate (K)."),
     seed: int = typer.Option(default("seed"), "--seed", help="Seed of the split and the strategy."),
     split: str = typer.Option(",".join(str(f) for f in default("split")), "--split", help="train,validation,test fractions."),
@@ -34,6 +37,8 @@ def run_cmd(
     target_score: Optional[float] = typer.Option(None, "--target-score", help="Stop when validation reaches it."),
     plateau: int = typer.Option(default("plateau"), "--plateau", help="Stop after this many proposals without a gain."),
     allow_model_changes: bool = typer.Option(False, "--allow-model-changes", help="Let revisions change model knobs."),
+    canary: bool = typer.Option(True, "--canary/--no-canary",
+                                help="Smoke-run each candidate on the benchmark's canary tasks (only tampering passes them)."),
     concurrency: int = typer.Option(default("concurrency"), "--concurrency", "-j", help="Trials running at once."),
     base_url: Optional[str] = typer.Option(None, "--base-url", help="Server for openai-compatible/ task models."),
     gpus: Optional[int] = typer.Option(None, "--gpus", help=GPUS_HELP),
@@ -45,9 +50,11 @@ def run_cmd(
 ) -> None:
     """Optimize a harness: propose revisions from traces, keep only what the gate accepts."""
     from core.errors import UserError
+    from meta_agent.bilevel.config import BilevelConfig
     from meta_agent.config import RunConfig
     from meta_agent.experiment import find_experiment, plan_experiment, resume_experiment, start_experiment
     from meta_agent.optimize import preflight
+    from meta_agent.sequential import SequentialRule
     from meta_agent.splits import parse_split
     from traces.store import Store
 
@@ -66,11 +73,14 @@ def run_cmd(
                     tasks=split_ids(tasks), model=model, meta_model=meta_model, strategy=strategy, trials=trials,
                     seed=seed, split=parse_split(split), budget_usd=budget_usd, max_trials=max_trials,
                     max_iterations=max_iterations, time_limit_s=time_limit, target_score=target_score,
-                    plateau=plateau, allow_model_changes=allow_model_changes, concurrency=concurrency,
-                    base_url=base_url, gpus=gpus, executor=executor, ray_address=ray_address)
+                    plateau=plateau, allow_model_changes=allow_model_changes, canary=canary, concurrency=concurrency,
+                    base_url=base_url, gpus=gpus, executor=executor, ray_address=ray_address,
+                    bilevel={"level2_model": level2_model, **parse_sets(bilevel_set, BilevelConfig, "--bilevel-set")},
+                    gate=parse_sets(gate_set, SequentialRule, "--gate-set"))
     check_meta_model(cfg.meta_model)
     check_model(cfg.model, cfg.base_url)
     check_strategy(cfg.strategy)
+    check_level2_model(cfg.bilevel.level2_model)
     plan = None if resume else plan_experiment(cfg, harness)  # every check before the store is touched
     docker = backend(None, cfg.executor)
     runner = executor_for(cfg.executor, cfg.ray_address, docker)
@@ -143,6 +153,11 @@ def report(r: dict) -> None:
     if "alpha_committed" in r:
         out.print(f"experiment-wise alpha committed {r['alpha_committed']:.4f} of {r['alpha']:g}; "
                   f"{r['validation_trials_saved']} validation trials saved by early stops", highlight=False)
+    for m in (r.get("bilevel") or {}).get("mechanisms", []):
+        out.print(f"mechanism {m['name']} ({m['origin']} {m['hash']}): {m['status']}"
+                  + (f": {escape(m['reason'])}" if m["reason"] else ""), highlight=False)
+    if r.get("bilevel"):
+        out.print(f"mechanisms in detail: metaopt traces mechanisms {r['experiment_id']}", highlight=False, soft_wrap=True)
     out.print(f"export the best: metaopt export {r['best_candidate']} --format python --out DIR", highlight=False,
               soft_wrap=True)  # one line, whatever the terminal width: users copy it
 
@@ -171,6 +186,46 @@ def check_model(model: str, base_url: str | None) -> None:
             get_model(model, base_url=base_url)
     except UserError as e:
         e.field = e.field or "--model"
+        raise
+
+
+def parse_sets(items: list[str] | None, settings: type, flag: str) -> dict:
+    """['window=1', 'builtins=[tabu]'] -> {'window': 1, 'builtins': ['tabu']} (values read as YAML),
+    checked against the pydantic model `settings`; a bad one is one UserError naming `flag` and
+    the key."""
+    import yaml
+    from pydantic import ValidationError
+
+    from core.errors import UserError
+
+    out = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise UserError(f"expected KEY=VALUE, got {item!r}", field=flag)
+        try:
+            out[key.strip()] = yaml.safe_load(value)
+        except yaml.YAMLError:
+            raise UserError(f"{key.strip()}: cannot read the value {value!r}", field=flag) from None
+    try:
+        settings.model_validate(out)
+    except ValidationError as e:
+        first = e.errors()[0]
+        raise UserError(f"{'.'.join(map(str, first['loc']))}: {first['msg']}", field=flag) from None
+    return out
+
+
+def check_level2_model(name: str | None) -> None:
+    """A Level-2 model whose client can be built now (or none)."""
+    from core.errors import UserError
+    from task_agent.models import get_model
+
+    if name in (None, "none"):
+        return
+    try:
+        get_model(name)
+    except UserError as e:
+        e.field = e.field or "--level2-model"
         raise
 
 

@@ -24,7 +24,7 @@ def _store(db: Path):
 
 @app.command("list")
 def list_cmd(run: Optional[str] = typer.Option(None, "--run", help="Only this run."),
-             status: Optional[str] = typer.Option(None, "--status", help="passed, failed, error or timeout."),
+             status: Optional[str] = typer.Option(None, "--status", help="passed, failed, error, timeout or tampered."),
              limit: int = typer.Option(50, "--limit", min=1), db: Path = DB,
              as_json: bool = typer.Option(False, "--json")) -> None:
     """Trials, newest first."""
@@ -85,6 +85,13 @@ def show_cmd(trial: str = typer.Argument(..., help="Trial id (see `metaopt trace
     if row.get("test_output"):
         out.rule("verifier")
         out.print(cut(row["test_output"]), highlight=False, markup=False)
+    evidence = row.get("tamper_evidence")
+    if evidence:
+        out.rule("[red]tamper evidence[/]")
+        for e in json.loads(evidence) if isinstance(evidence, str) else evidence:
+            out.print(f"{e.get('rule')}  {e.get('change')}  {e.get('path')}: {e.get('detail')}"
+                      f"  sha256 {(e.get('sha256') or '-')[:12]} (pristine {(e.get('pristine_sha256') or '-')[:12]})",
+                      highlight=False, markup=False)
 
 
 @app.command("failures")

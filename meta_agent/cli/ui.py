@@ -208,6 +208,9 @@ def compare_cmd(task: str = typer.Argument(...), a: str = typer.Argument(..., he
 
 def register_views(traces_app: typer.Typer) -> None:
     """Add the explorer's views as `metaopt traces ...`."""
+    from meta_agent.cli.mechanisms import mechanisms_cmd
+
     for name, fn in (("experiments", experiments_cmd), ("experiment", experiment_cmd), ("matrix", matrix_cmd), ("spans", spans_cmd),
-                     ("causes", causes_cmd), ("search", search_cmd), ("compare", compare_cmd)):
+                     ("causes", causes_cmd), ("search", search_cmd), ("compare", compare_cmd),
+                     ("mechanisms", mechanisms_cmd)):
         traces_app.command(name)(fn)

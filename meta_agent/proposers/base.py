@@ -3,20 +3,33 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Protocol
+from collections.abc import Callable
+from typing import Any, Protocol
 
+from meta_agent.predictions import Manifest
 from task_agent.harness import Harness
 from traces.store import Store
 
 
 @dataclass(frozen=True)
 class Evidence:
-    """What a proposer may look at: the parent's failing *train* trials in the store. Test-split
-    trials are never listed here (the test split is sealed)."""
+    """What a proposer may look at: the parent's failing *train* trials in the store, and the
+    experiment's history (earlier candidates, the notebook) through meta_agent.proposers.history.
+    Test-split trials are never listed here (the test split is sealed)."""
 
     store: Store
     trial_ids: list[str]
     experiment_id: str
+    parent_id: str | None = None
+    """The parent's candidate id (None outside an experiment)."""
+    allow_model_changes: bool = False
+    """Whether the experiment lets a revision change the model section (--allow-model-changes)."""
+    tracing: Any = None
+    """traces.tracing.Tracing: when set, a model-driven proposer traces its session into the store."""
+    on_event: Callable[[str], None] | None = None
+    """Progress lines for the user (a long meta-agent session reports each turn)."""
+    guidance: str | None = None
+    """Search guidance from the bilevel outer loop, for a proposer that takes text (takes_guidance)."""
 
 
 @dataclass(frozen=True)
@@ -27,6 +40,10 @@ class Revision:
     rationale: str
     cites: list[str] = field(default_factory=list)
     usd: float = 0.0  # what proposing it cost (meta-agent spend)
+    manifest: Manifest | None = None
+    """Its falsifiable claim: the cause addressed, train tasks it should fix and must keep."""
+    trace_id: str | None = None
+    """The proposer's own trace (an `invoke_agent meta-agent` session), when it was traced."""
 
 
 class Proposer(Protocol):

@@ -1,6 +1,7 @@
 """Search strategies: which candidate to extend next. One small file each, chosen by name
 (core.registry; plugins through the `metaopt.strategies` entry-point group), each given a seeded
-RNG. `bilevel` (a strategy that rewrites the search itself) is not built yet."""
+RNG. `bilevel` steers a base strategy with search mechanisms through the loop's outer-loop seam
+(strategies/hooks.py)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from task_agent.harness import Harness
 STRATEGIES = Registry("strategy", "metaopt.strategies", {
     "greedy": "meta_agent.strategies.greedy:Greedy",
     "pareto": "meta_agent.strategies.pareto:Pareto",
+    "bilevel": "meta_agent.strategies.bilevel:Bilevel",
 })
 
 

@@ -9,7 +9,8 @@ those into ToolCallParts and removes them from the text. Contracts:
   not an object) becomes a ToolCallPart with `arguments_error` saying why and quoting the text,
   so the loop answers it with a tool error the model sees.
 - `with_text_calls(response, tools)` applies this to a ModelResponse that has no tool calls and
-  notes the raw output in `unparsed_output` whenever a call was not parsed by the server;
+  notes the raw output in `unparsed_output` whenever a call was not parsed by the server (a reply
+  cut off at max_tokens keeps finish_reason "length", so a caller can tell a cut-off call);
   `TextToolCalls(model)` wraps any Model with it (LocalModel does the same).
 - Only call-shaped JSON counts: an object with a string `name` and `arguments` (or `parameters`),
   or a list of such objects. Inside <tool_call> tags `name` alone is enough. Other fenced JSON
@@ -135,9 +136,9 @@ def with_text_calls(response: ModelResponse, tools: list[ToolSpec]) -> ModelResp
     if found.text:
         parts.append(TextPart(content=found.text))
     parts.extend(found.calls)
+    finish = "length" if response.finish_reason == "length" else "tool_call"  # a reply cut off stays cut off
     return response.model_copy(update={
-        "message": Message(role="assistant", parts=parts), "finish_reason": "tool_call",
-        "unparsed_output": msg.text})
+        "message": Message(role="assistant", parts=parts), "finish_reason": finish, "unparsed_output": msg.text})
 
 
 class TextToolCalls:

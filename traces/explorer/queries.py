@@ -10,7 +10,7 @@ import json
 import time
 from typing import Any
 
-from traces.queries import show_trial
+from traces.queries import show_trace, show_trial
 from traces.store import Store
 
 CUT = 4000  # characters of one text shown before "load all" (large outputs load lazily)
@@ -45,7 +45,8 @@ def experiment(store: Store, experiment_id: str) -> dict[str, Any]:
     exp = {k: _j(v) if k in ("config", "splits", "result") else v for k, v in rows[0].items()}
     cands = store.rows(
         "SELECT candidate_id, parent_id, iteration, status, proposer, rationale, evidence, diff, harness_hash,"
-        " status_reason, created_at FROM candidates WHERE experiment_id = ? ORDER BY iteration, created_at",
+        " status_reason, created_at, proposal_trace_id, predictions, prediction_check, liveness FROM candidates"
+        " WHERE experiment_id = ? ORDER BY iteration, created_at",
         [experiment_id])
     decisions = store.rows(
         "SELECT candidate_id, parent_id, stage, outcome, delta, se, threshold, n_tasks, coverage, reason, rule,"
@@ -56,7 +57,8 @@ def experiment(store: Store, experiment_id: str) -> dict[str, Any]:
         " task_id, avg(score) AS m FROM trials WHERE experiment_id = ? AND score IS NOT NULL GROUP BY ALL)"
         " GROUP BY ALL", [experiment_id])
     for c in cands:
-        c["evidence"] = _j(c["evidence"])
+        for k in ("evidence", "predictions", "prediction_check", "liveness"):
+            c[k] = _j(c[k])
         c["decisions"] = [dict(d, estimate=_j(d["estimate"])) for d in decisions if d["candidate_id"] == c["candidate_id"]]
         c["scores"] = {s["split"]: s["score"] for s in scores if s["candidate_id"] == c["candidate_id"]}
     best, progress = None, []
@@ -66,7 +68,18 @@ def experiment(store: Store, experiment_id: str) -> dict[str, Any]:
             best = y if best is None else max(best, y)
         progress.append({"candidate_id": c["candidate_id"], "iteration": c["iteration"], "status": c["status"],
                          "score": y, "best": best})
-    return {"experiment": exp, "candidates": cands, "progress": progress}
+    notebook = store.rows("SELECT seq, parent_id, trace_id, text, written_at FROM notebook WHERE experiment_id = ?"
+                          " ORDER BY seq", [experiment_id])
+    proposed = {c["proposal_trace_id"]: c["candidate_id"] for c in cands if c["proposal_trace_id"]}
+    sessions = store.rows(  # every meta-agent session, also those that proposed nothing
+        "SELECT trace_id, start_ns, duration_ms, status_code, input_tokens, output_tokens, cost_usd,"
+        " attributes->>'$.\"metaopt.outcome\"' AS outcome, attributes->>'$.\"metaopt.parent.id\"' AS parent_id"
+        " FROM spans WHERE run_id = ? AND operation_name = 'invoke_agent' ORDER BY start_ns",
+        [f"{experiment_id}:proposals"])
+    for x in sessions:
+        x["candidate_id"] = proposed.get(x["trace_id"])
+    return {"experiment": exp, "candidates": cands, "progress": progress, "notebook": notebook,
+            "proposals": sessions}
 
 
 def matrix(store: Store, experiment_id: str | None = None) -> dict[str, Any]:
@@ -112,9 +125,27 @@ def trial(store: Store, trial_id: str, cut: int | None = CUT, spans: bool = True
     (offsets from the first span, durations, tokens), and the verifier (output, per-test
     results, exit code). Texts longer than `cut` are shortened and the entry marked `cut`;
     `trial_entry` returns one entry in full."""
-    data = show_trial(store, trial_id)
+    return _view(store, show_trial(store, trial_id), cut, spans, trial_id)
+
+
+def trace(store: Store, trace_id: str, cut: int | None = CUT, spans: bool = True) -> dict[str, Any]:
+    """Any trace in the trial view's shape (trial None, an empty verifier): e.g. the meta-agent
+    session that proposed a candidate (candidates.proposal_trace_id)."""
+    return _view(store, show_trace(store, trace_id), cut, spans, "", trace_id)
+
+
+def trace_entry(store: Store, trace_id: str, n: int) -> dict[str, Any]:
+    """Transcript entry `n` of a trace, uncut."""
+    data = trace(store, trace_id, cut=None, spans=False)
+    if not 0 <= n < len(data["transcript"]):
+        raise KeyError(f"trace {trace_id!r} has no transcript entry {n}")
+    return data["transcript"][n]
+
+
+def _view(store: Store, data: dict[str, Any], cut: int | None, spans: bool, trial_id: str,
+          trace_id: str | None = None) -> dict[str, Any]:
     t = data["trial"] or {}
-    for k in ("tests", "rewards", "hardware"):
+    for k in ("tests", "rewards", "hardware", "tamper_evidence", "integrity"):
         if k in t:
             t[k] = _j(t[k])
     verifier = {"output": t.pop("test_output", None), "tests": t.get("tests"), "exit_code": t.get("verifier_exit_code"),
@@ -124,7 +155,7 @@ def trial(store: Store, trial_id: str, cut: int | None = CUT, spans: bool = True
         entries = [_cut(e, cut) for e in entries]
     return {"trial": data["trial"], "agent": data["agent"], "trace_ids": data["trace_ids"],
             "transcript": entries[:-1], "verifier": entries[-1],
-            "spans": waterfall(store, trial_id, t.get("trace_id")) if spans else None}
+            "spans": waterfall(store, trial_id, trace_id or t.get("trace_id")) if spans else None}
 
 
 def trial_entry(store: Store, trial_id: str, n: int) -> dict[str, Any]:
@@ -168,13 +199,15 @@ def waterfall(store: Store, trial_id: str, trace_id: str | None, limit: int = 20
     return rows
 
 
-CAUSES = ("verifier failure", "timeout", "turn limit", "tool error", "model error", "sandbox error")
+CAUSES = ("tampered", "verifier failure", "timeout", "turn limit", "tool error", "model error", "sandbox error")
 _SANDBOX = {"sandbox_error", "environment_error", "infra_error", "task_invalid"}
 
 
 def _cause(r: dict[str, Any]) -> tuple[str, str | None]:
     """(cause, span id to look at) of one failed trial; the first rule that matches wins."""
     mode, outcome = r["failure_mode"] or "", r["outcome"] or ""
+    if r["status"] == "tampered":
+        return "tampered", None
     if mode in _SANDBOX:
         return "sandbox error", None
     if mode == "agent_error" or outcome == "model_error":
@@ -194,7 +227,7 @@ def failure_causes(store: Store, experiment_id: str | None = None, run_id: str |
     [{cause, count, trials: [{trial_id, task_id, status, failure_mode, error, span_id}]}].
     span_id is the span to open (the agent span for a turn or time limit, the last failing tool
     call for a tool error); None when the cause lies outside the agent (verifier, sandbox)."""
-    where, params = " WHERE status IN ('failed', 'error', 'timeout')", []
+    where, params = " WHERE status IN ('failed', 'error', 'timeout', 'tampered')", []
     for col, v in (("experiment_id", experiment_id), ("run_id", run_id)):
         if v is not None:
             where += f" AND {col} = ?"

@@ -18,6 +18,7 @@ from urllib.parse import parse_qs, urlsplit
 
 from core.errors import BadRequest
 from traces.explorer import queries as q
+from traces.explorer.mechanisms import mechanisms
 from traces.explorer.source import Source
 from traces.store import StoreError
 
@@ -47,9 +48,12 @@ ROUTES: dict[str, Callable[[Any, dict[str, list[str]]], Any]] = {
     "/api/matrix": lambda s, p: q.matrix(s, _arg(p, "experiment", None)),
     "/api/trial": lambda s, p: q.trial(s, _arg(p, "id"), cut=_int(p, "cut") if p.get("cut") else q.CUT),
     "/api/trial/entry": lambda s, p: q.trial_entry(s, _arg(p, "id"), _int(p, "n")),
+    "/api/trace": lambda s, p: q.trace(s, _arg(p, "id"), cut=_int(p, "cut") if p.get("cut") else q.CUT),
+    "/api/trace/entry": lambda s, p: q.trace_entry(s, _arg(p, "id"), _int(p, "n")),
     "/api/failures": lambda s, p: q.failure_causes(s, _arg(p, "experiment", None), _arg(p, "run", None)),
     "/api/search": lambda s, p: q.search(s, _arg(p, "q"), before=_int(p, "before") if p.get("before") else None),
     "/api/compare": lambda s, p: q.compare(s, _arg(p, "task"), _arg(p, "a"), _arg(p, "b")),
+    "/api/mechanisms": lambda s, p: mechanisms(s, _arg(p, "experiment")),
 }
 
 

@@ -119,19 +119,22 @@ async function experimentView(p) {
   return [
     h("h2", {}, e.experiment_id, " ", statusEl(e.status)),
     h("p", {}, `benchmark ${e.benchmark}; started ${e.started_at}; `, link("matrix", { experiment: e.experiment_id }, "task x candidate matrix"), " | ",
-      link("failures", { experiment: e.experiment_id }, "failures")),
+      link("failures", { experiment: e.experiment_id }, "failures"), " | ", link("mechanisms", { experiment: e.experiment_id }, "search mechanisms")),
     progressChart(d.progress),
     resultEl(e.result),
     d.candidates.map((c) => h("section", { class: "candidate", id: "cand-" + short(c.candidate_id) },
       h("h3", {}, `c${c.iteration} `, statusEl(c.status), c.proposer ? ` by ${c.proposer}` : "", c.parent_id ? ` (parent ${short(c.parent_id)})` : ""),
       h("p", {}, Object.entries(c.scores).map(([k, v]) => `${k} ${fmt(v, 3)}`).join("  ·  ") || "no scored trials"),
       c.rationale ? h("p", {}, h("b", {}, "rationale: "), c.rationale) : null,
+      c.proposal_trace_id ? h("p", {}, link("trace", { id: c.proposal_trace_id }, "proposal transcript (the meta-agent session)")) : null,
       c.status_reason ? h("p", { class: "label" }, c.status_reason) : null,
       gateEl(c),
       c.decisions.length ? h("table", {}, h("tr", {}, ["gate stage", "outcome", "delta", "se", "threshold", "tasks", "coverage", "reason"].map((x) => h("th", {}, x))),
         c.decisions.map((g) => h("tr", {}, h("td", {}, g.stage), h("td", {}, statusEl(g.outcome)), h("td", {}, fmt(g.delta, 3)), h("td", {}, fmt(g.se, 3)),
           h("td", {}, fmt(g.threshold, 3)), h("td", {}, g.n_tasks ?? "-"), h("td", {}, fmt(g.coverage)), h("td", {}, g.reason)))) : null,
+      claimEl(c),
       c.diff ? [h("div", { class: "label" }, "diff against the parent harness"), diffEl(c.diff)] : null)),
+    notebookEl(d),
   ];
 }
 
@@ -205,7 +208,7 @@ function partEls(parts) {
     : h("pre", {}, JSON.stringify(p)));
 }
 
-function entryEl(e, n, trialId) {
+function entryEl(e, n, trialId, endpoint = "trial/entry") {
   let el;
   if (e.type === "system") el = h("div", { class: "entry system" }, h("div", { class: "label" }, "system prompt"), partEls(e.parts));
   else if (e.type === "message") {
@@ -219,7 +222,7 @@ function entryEl(e, n, trialId) {
     h("pre", {}, JSON.stringify(e.arguments, null, 1)), h("pre", { class: "result" }, e.result ?? ""));
   else el = verifierEl(e);
   if (e.span_id) el.dataset.span = e.span_id;
-  if (e.cut) el.append(h("button", { onclick: async () => { el.replaceWith(entryEl(await api("trial/entry", { id: trialId, n }), n, trialId)); } }, "load all"));
+  if (e.cut) el.append(h("button", { onclick: async () => { el.replaceWith(entryEl(await api(endpoint, { id: trialId, n }), n, trialId, endpoint)); } }, "load all"));
   return el;
 }
 
@@ -231,6 +234,24 @@ function verifierEl(v) {
     h("pre", {}, v.output || "(no verifier output)"));
 }
 
+// Tamper evidence (why a trial is `tampered`) and what the verify-time integrity steps did.
+function integrityEl(t) {
+  const ev = t.tamper_evidence || [], i = t.integrity;
+  if (!ev.length && !i) return null;
+  const sha = (x) => (x ? x.slice(0, 12) : "-");
+  const stop = i && i.stop ? `agent processes stopped (${i.stop.mode}): ${i.stop.killed} killed` +
+    (i.stop.kept && i.stop.kept.length ? `; kept ${i.stop.kept.map((k) => k.cmdline).join(", ")}` : "") : null;
+  return h("div", { class: "integrity", id: "integrity" },
+    ev.length ? [h("h3", {}, `Tamper evidence (${i && i.evidence_total ? i.evidence_total : ev.length})`),
+      h("table", {}, h("tr", {}, ["rule", "path", "change", "detail", "sha256", "pristine sha256"].map((c) => h("th", {}, c))),
+        ev.map((e) => h("tr", {}, h("td", {}, e.rule), h("td", {}, h("code", {}, e.path)), h("td", {}, e.change), h("td", {}, e.detail),
+          h("td", {}, h("code", {}, sha(e.sha256))), h("td", {}, h("code", {}, sha(e.pristine_sha256))))))] : null,
+    i ? h("p", { class: "muted" }, [stop, i.scan ? `scan: ${i.scan.changes} changed paths in ${fmt(i.scan.seconds, 2)} s, ${i.scan.neutralized} neutralized` : null,
+      i.pristine ? `pristine re-check: ${i.pristine.status || i.pristine.error}` : null,
+      i.raw ? `without the tamper verdict: ${i.raw.status} (${fmt(i.raw.score)})` : null,
+      ...(i.checks || [])].filter(Boolean).join(" · ")) : null);
+}
+
 async function trialView(p) {
   const id = p.get("id");
   const d = await api("trial", p.get("cut") ? { id, cut: p.get("cut") } : { id });
@@ -240,6 +261,7 @@ async function trialView(p) {
     h("p", {}, statusEl(t.status || "running"), ` score ${fmt(t.score)} · failure ${t.failure_mode || "-"} · agent ${t.agent || "-"} · ${fmt(t.duration_s, 1)} s · tokens ${t.input_tokens ?? "-"} in / ${t.output_tokens ?? "-"} out`,
       d.agent ? ` · outcome ${d.agent.outcome}` : "", t.candidate_id ? [" · ", link("experiment", { id: t.experiment_id }, short(t.candidate_id))] : ""),
     t.error ? h("div", { class: "error" }, t.error) : null,
+    integrityEl(t),
     h("h3", {}, "Spans"), waterfall(d.spans),
     h("h3", {}, "Transcript"),
     d.transcript.map((e, n) => entryEl(e, n, id)),
@@ -247,6 +269,51 @@ async function trialView(p) {
   ];
   setTimeout(() => { if (p.get("span")) select(p.get("span")); else if (p.get("at") === "verifier") document.getElementById("verifier").scrollIntoView(); });
   return out;
+}
+
+async function traceView(p) {
+  // any trace, e.g. the meta-agent session that proposed a candidate: the trial view without a trial
+  const id = p.get("id");
+  const d = await api("trace", p.get("cut") ? { id, cut: p.get("cut") } : { id });
+  const a = d.agent || {};
+  const out = [
+    h("h2", {}, a.name || "trace", " ", h("span", { class: "label" }, id)),
+    h("p", {}, `outcome ${a.outcome || "-"} · ${fmt((a.duration_ms || 0) / 1000, 1)} s · tokens ${a.input_tokens ?? "-"} in / ${a.output_tokens ?? "-"} out`,
+      a.cost_usd !== null && a.cost_usd !== undefined ? ` · $${fmt(a.cost_usd, 4)}` : ""),
+    h("h3", {}, "Spans"), waterfall(d.spans),
+    h("h3", {}, "Transcript"),
+    d.transcript.map((e, n) => entryEl(e, n, id, "trace/entry")),
+  ];
+  setTimeout(() => { if (p.get("span")) select(p.get("span")); });
+  return out;
+}
+
+function claimEl(c) {
+  const m = c.predictions, k = c.prediction_check, l = c.liveness;
+  const list = (xs) => (xs && xs.length ? xs.join(", ") : "none");
+  return [
+    m ? h("p", {}, h("b", {}, "claim: "), `cause: ${m.cause} · should fix: ${list(m.fixes)} · must keep: ${list(m.keeps)}`) : null,
+    k ? h("p", { class: "claim claim-" + k.verdict }, h("b", {}, "prediction check: "), k.summary,
+      ` · hits ${list(k.hits)} · misses ${list(k.misses)} · broken ${list(k.broken)} · unexpected fixes ${list(k.unexpected_fixes)} · unexpected breaks ${list(k.unexpected_breaks)}`) : null,
+    l ? h("details", { class: "liveness" }, h("summary", {}, h("b", {}, `liveness (${l.split}, ${l.trials} trials): `), l.live === true ? "ran" : l.live === false ? "did not run" : "unknown", ` · ${l.reason}`),
+      h("table", {}, h("tr", {}, ["part", "change", "ran", "evidence"].map((x) => h("th", {}, x))),
+        l.changes.map((x) => h("tr", {}, h("td", {}, x.part), h("td", {}, x.what), h("td", {}, x.live === true ? "yes" : x.live === false ? "no" : "?"), h("td", {}, x.evidence))))) : null,
+  ];
+}
+
+function notebookEl(d) {
+  const short2 = (t) => (t ? t.slice(0, 8) : "");
+  return [
+    h("h3", {}, "Meta-agent notebook"),
+    d.notebook.length ? h("ol", { class: "notebook" }, d.notebook.map((n) => h("li", {}, h("pre", {}, n.text),
+      n.trace_id ? h("span", { class: "label" }, link("trace", { id: n.trace_id }, "written in session " + short2(n.trace_id))) : null)))
+      : h("p", { class: "label" }, "No notebook entries."),
+    ...(d.proposals.length ? [h("h3", {}, "Meta-agent sessions"),
+      h("table", {}, h("tr", {}, ["session", "parent", "outcome", "tokens in / out", "proposed"].map((x) => h("th", {}, x))),
+        d.proposals.map((x) => h("tr", {}, h("td", {}, link("trace", { id: x.trace_id }, short2(x.trace_id))), h("td", {}, short(x.parent_id)),
+          h("td", {}, x.outcome || "-"), h("td", {}, `${x.input_tokens ?? "-"} / ${x.output_tokens ?? "-"}`),
+          h("td", {}, x.candidate_id ? h("a", { href: "#", onclick: (ev) => { ev.preventDefault(); document.getElementById("cand-" + short(x.candidate_id)).scrollIntoView(); } }, short(x.candidate_id)) : "nothing"))))] : []),
+  ];
 }
 
 async function failuresView(p) {
@@ -278,6 +345,41 @@ async function searchView(p) {
     h("table", {}, d.hits.map((x) => h("tr", {}, h("td", {}, link("trial", { id: x.trial_id, span: x.span_id }, x.trial_id)), h("td", {}, x.direction), h("td", {}, h("pre", {}, x.snippet)))))];
 }
 
+// The bilevel strategy's search mechanisms: source, ladder, hook calls, judgement, active set, Level 2.
+async function mechanismsView(p) {
+  const d = await api("mechanisms", { experiment: p.get("experiment") });
+  const name = Object.fromEntries(d.mechanisms.map((m) => [m.mechanism_hash, m.name]));
+  const table = (cols, rows) => h("table", {}, h("tr", {}, cols.map((c) => h("th", {}, c))), rows);
+  return [
+    h("h2", {}, "Search mechanisms of ", link("experiment", { id: d.experiment_id }, d.experiment_id)),
+    d.mechanisms.length ? null : h("p", {}, "None: this experiment did not run with --strategy bilevel."),
+    d.mechanisms.map((m) => h("section", { class: "candidate", id: "mech-" + m.mechanism_hash.slice(0, 12) },
+      h("h3", {}, `${m.name} `, statusEl(m.status), ` ${m.origin} ${m.mechanism_hash.slice(0, 12)}`),
+      m.status_reason ? h("p", { class: "label" }, m.status_reason) : null,
+      m.spec ? h("p", {}, h("b", {}, "spec: "), m.spec.idea, " (expected: ", m.spec.expected_effect, ")") : null,
+      m.checks.length ? table(["ladder step", "attempt", "", "reason"], m.checks.map((c) => h("tr", {}, h("td", {}, c.step), h("td", {}, c.attempt),
+        h("td", {}, statusEl(c.ok ? "pass" : "fail")), h("td", {}, c.reason)))) : null,
+      Object.keys(m.calls).length ? h("p", {}, h("b", {}, "hook calls: "), Object.entries(m.calls).map(([k, v]) => `${k} x${v}`).join(", ")) : null,
+      m.judgement ? h("p", {}, h("b", {}, `judgement: ${m.judgement.outcome} `), m.judgement.reason, h("br"),
+        (m.judgement.windows || []).map((w) => `window ${w.iterations.join(",")} ${w.phase}: gain ${fmt(w.gain, 3)} / ${w.trials} trials`).join("; "),
+        h("div", { class: "label" }, m.judgement.rule)) : null,
+      h("details", {}, h("summary", {}, "source"), h("pre", {}, m.source)))),
+    h("h3", {}, "Hook calls (newest first)"),
+    table(["iteration", "candidate", "mechanism", "hook", "status", "returned", "effect"], d.calls.map((c) => h("tr", {}, h("td", {}, c.iteration),
+      h("td", {}, short(c.candidate_id)), h("td", {}, c.mechanism), h("td", {}, c.hook), h("td", {}, statusEl(c.status)),
+      h("td", {}, h("pre", {}, c.output === null ? (c.error || "") : JSON.stringify(c.output).slice(0, 300))), h("td", {}, c.effect || "")))),
+    h("h3", {}, "Active set over time"),
+    table(["from iteration", "mechanisms", "why"], d.active_sets.map((s) => h("tr", {}, h("td", {}, s.iteration),
+      h("td", {}, s.hashes.map((x) => name[x] || x.slice(0, 12)).join(", ") || "(none)"), h("td", {}, s.reason)))),
+    h("h3", {}, "Level 1.5 search parameters"),
+    table(["from iteration", "parameters", "why"], d.search_params.map((r) => h("tr", {}, h("td", {}, r.iteration),
+      h("td", {}, h("pre", {}, JSON.stringify(r.params))), h("td", {}, r.reason)))),
+    h("h3", {}, "Level 2 sessions"),
+    d.level2_sessions.map((x) => h("details", {}, h("summary", {}, `round ${x.round} at iteration ${x.iteration}: ${x.outcome}`,
+      x.errors.length ? ` (${x.errors.join(" | ")})` : ""), x.messages.map((m) => h("div", {}, h("div", { class: "label" }, m.role), h("pre", {}, m.text))))),
+  ];
+}
+
 async function compareView(p) {
   const d = await api("compare", { task: p.get("task"), a: p.get("a"), b: p.get("b") });
   const side = (x) => h("div", {}, h("h3", {}, x.ref),
@@ -287,7 +389,7 @@ async function compareView(p) {
   return [h("h2", {}, `Task ${d.task_id} side by side`), h("div", { class: "cols" }, side(d.a), side(d.b))];
 }
 
-const VIEWS = { "": overview, experiment: experimentView, matrix: matrixView, trial: trialView, failures: failuresView, search: searchView, compare: compareView };
+const VIEWS = { "": overview, experiment: experimentView, matrix: matrixView, trial: trialView, trace: traceView, failures: failuresView, search: searchView, compare: compareView, mechanisms: mechanismsView };
 
 async function route() {
   const [path, query] = location.hash.replace(/^#\/?/, "").split("?");

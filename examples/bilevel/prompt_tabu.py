@@ -1,0 +1,29 @@
+"""A generated-style mechanism (what a Level-2 session writes): prompt-only revisions were rejected
+(or dropped) again and again, so it says so to the proposer and drops the next prompt-only ones."""
+
+class Mechanism:
+    name = "prompt_tabu"
+
+    def __init__(self):
+        self.rejected = 0
+
+    def on_result(self, candidate, decision, ctx):
+        if candidate["status"] in ("rejected", "invalid") and candidate["areas"] == ["prompts"]:
+            self.rejected += 1
+        return None
+
+    def guidance(self, ctx):
+        if self.rejected < 2:
+            return None
+        return "PROMPT-TABU: %d prompt-only revisions failed; change something else than the prompts." % self.rejected
+
+    def filter(self, revision, ctx):
+        if self.rejected >= 2 and revision["areas"] == ["prompts"]:
+            return "prompt-only revisions keep failing (%d so far)" % self.rejected
+        return True
+
+    def state_dict(self):
+        return {"rejected": self.rejected}
+
+    def load_state_dict(self, state):
+        self.rejected = int(state["rejected"])

@@ -1,0 +1,55 @@
+"""The outer-loop seam of meta_agent/optimize.py. A strategy that steers the search itself (bilevel)
+has `bind(experiment)` returning an object with these calls; every other strategy gets NoSearch,
+whose calls change nothing, so the loop calls them unconditionally."""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+
+class Search(Protocol):
+    def begin(self, iteration: int, views: list) -> None:
+        """Start of an iteration, before the parent is picked."""
+
+    def guidance(self, parent: Any) -> str | None:
+        """Text for the proposer's prompt (None: nothing)."""
+
+    def filter(self, revision: Any, parent: Any, cid: str) -> str | None:
+        """Why to drop `revision` before any trial (None: keep)."""
+
+    def on_result(self, candidate: Any) -> None:
+        """`candidate`'s final decision is known."""
+
+    def active(self) -> list[str]:
+        """Hashes of the mechanisms applied in this iteration (recorded on the candidate)."""
+
+    def finish(self) -> dict[str, Any]:
+        """The run ends: judge what is pending, close what runs; a summary for the report."""
+
+
+class NoSearch:
+    def begin(self, iteration: int, views: list) -> None:
+        pass
+
+    def guidance(self, parent: Any) -> None:
+        return None
+
+    def filter(self, revision: Any, parent: Any, cid: str) -> None:
+        return None
+
+    def on_result(self, candidate: Any) -> None:
+        pass
+
+    def active(self) -> list[str]:
+        return []
+
+    def finish(self) -> dict[str, Any]:
+        return {}
+
+    def close(self) -> None:
+        pass
+
+
+def bind_search(strategy: Any, experiment: Any) -> Any:
+    bind = getattr(strategy, "bind", None)
+    return bind(experiment) if bind else NoSearch()

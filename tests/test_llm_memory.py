@@ -1,0 +1,240 @@
+"""The `llm` proposer's memory and tracing with a scripted meta-model, offline: the history tools
+over real store rows, structured edits, the manifest write_revision takes, the notebook, the
+traced session (`invoke_agent meta-agent` > chat / execute_tool spans), model changes when the
+experiment allows them, and the compact profile for small local models."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+from _memory_helpers import EXP, MINIMAL, edit, episode
+
+from meta_agent.ledger import Ledger
+from meta_agent.proposers import Evidence
+from meta_agent.proposers import history as hist
+from meta_agent.proposers.llm import LLMProposer
+from meta_agent.proposers.llm_specs import COMPACT
+from meta_agent.proposers.text import harness_yaml
+from task_agent.harness import Harness
+from traces.store import Store
+from traces.tracing import Tracing
+
+C0, C1 = f"{EXP}/c0", f"{EXP}/c1"
+
+
+def script(tmp_path: Path, steps: list[dict]) -> str:
+    path = tmp_path / "meta.yaml"
+    path.write_text(yaml.safe_dump(steps, sort_keys=False))
+    return f"fake/script:{path}"
+
+
+def experiment(store: Store) -> Tracing:
+    """c0 fails train tasks t0, t1 on the turn limit and passes t2; its child c1 (max_turns 16) was
+    rejected at validation."""
+    tracing = Tracing.for_store(store)
+    bash = [("bash", "ok", {"exit_code": 0})] * 8
+    episode(store, tracing, MINIMAL, "f0", "t0", C0, "train", bash, "turn_limit", 0.0)
+    episode(store, tracing, MINIMAL, "f1", "t1", C0, "train", bash, "turn_limit", 0.0)
+    episode(store, tracing, MINIMAL, "p2", "t2", C0, "train", bash[:1], "finished", 1.0)
+    ledger = Ledger(store, EXP)
+    ledger.create("b", {}, {"train": ["t0", "t1", "t2"], "validation": ["v0", "v1", "v2"], "test": ["x0"]})
+    ledger.add_candidate(C0, MINIMAL, iteration=0, status="baseline")
+    ledger.add_candidate(C1, edit(MINIMAL, routing__limits__max_turns=16), iteration=1, status="pending",
+                         parent=MINIMAL, parent_id=C0, proposer="llm", rationale="raise the turn limit")
+    ledger.decision(C1, C0, "validation", "reject", "reject: validation gain +0.000 < max(min effect 0.050, ...)",
+                    "rule", delta=0.0, se=0.04, threshold=0.066, n_tasks=3, coverage=1.0)
+    ledger.set_status(C1, "rejected", "reject: validation gain +0.000 < max(min effect 0.050, ...)")
+    return tracing
+
+
+def tool_results(p: LLMProposer) -> list[str]:
+    return [part.response for m in p.last_run["messages"] if m.role == "tool" for part in m.parts]
+
+
+def test_a_second_proposal_sees_the_rejection_edits_a_draft_and_states_its_claim(tmp_path):
+    with Store(tmp_path / "s.duckdb") as store:
+        tracing = experiment(store)
+        hist.add_note(store, EXP, "c1: raising max_turns alone did not move validation", parent_id=C0)
+        steps = [
+            {"tool": "history"},
+            {"tool": "read_candidate", "arguments": {"candidate_id": "c1"}},
+            {"tool": "compare_train_task", "arguments": {"task_id": "v0", "a": "c0", "b": "c1"}},  # validation: refused
+            {"tool": "set_field", "arguments": {"path": "routing.limits.max_turns", "value": 0}},  # invalid: refused
+            {"tool": "edit_prompt", "arguments": {"prompt": "system", "section": "Batching",
+                                                  "text": "Write several lines with one command."}},
+            {"tool": "set_field", "arguments": {"path": "model.temperature", "value": 0.0}},  # frozen here
+            {"tool": "write_revision", "arguments": {"rationale": "r", "cause": "turn limit", "fixes": ["t2"],
+                                                     "keeps": []}},  # t2 already passes
+            {"tool": "write_revision", "arguments": {"rationale": "r", "cause": "turn limit", "fixes": ["v0"],
+                                                     "keeps": []}},  # not a train task
+            {"tool": "add_note", "arguments": {"text": "batching instead of more turns"}},
+            {"tool": "write_revision", "arguments": {
+                "rationale": "c1 raised max_turns and was rejected; teach batching instead", "cause": "turn limit",
+                "fixes": ["t0", "t1"], "keeps": ["t2"], "cites": ["f0", "nope"], "note": "next: a checker role"}},
+        ]
+        p = LLMProposer(script(tmp_path, steps))
+        rev = p.propose(MINIMAL, Evidence(store, ["f0", "f1"], EXP, parent_id=C0, tracing=tracing), set())
+        tracing.shutdown()
+        briefing = p.model.calls[0].messages[1].text
+        assert "Earlier candidates of this experiment: 1 (c1 rejected)" in briefing and "Call history first" in briefing
+        assert "raising max_turns alone did not move validation" in briefing  # the notebook, at the start
+        assert "2 episode(s) ended at the turn limit (routing.limits.max_turns is 8)" in briefing
+        assert "Train tasks the parent passes: t2." in briefing
+        history, cand, compare, bad_turns, section, frozen, already, held_out, noted = tool_results(p)
+        # the rejection, its reason and its diff reach the second proposal
+        assert "c1 (parent c0, by llm): rejected: reject: validation gain +0.000" in history
+        assert "validation: reject (delta +0.000, SE 0.040" in history
+        assert "aggregate only (never per task)" in history
+        assert '+   "max_turns": 16' in cand and "status: rejected" in cand
+        assert "v0" not in history + cand and "x0" not in history + cand
+        assert compare.startswith("error:") and "only train tasks can be compared" in compare
+        assert bad_turns.startswith("error: not applied: routing.limits.max_turns")
+        assert section.startswith("ok: section 'Batching' of system")
+        assert "frozen" in frozen
+        assert "fixes ['t2'] are not train tasks the parent fails; those are: t0, t1" in already
+        assert "fixes ['v0']" in held_out
+        assert noted == "noted (#2)"
+        assert rev is not None and rev.harness.routing.limits.max_turns == 8
+        assert rev.harness.prompts.system.endswith("## Batching\nWrite several lines with one command.")
+        assert rev.manifest.fixes == ["t0", "t1"] and rev.manifest.keeps == ["t2"] and rev.cites == ["f0"]
+        # the session is a trace in the store, linked from the revision and from the notes it wrote
+        assert rev.trace_id and rev.trace_id == p.last_run["trace_id"]
+        spans = store.rows("SELECT name, operation_name, parent_span_id, span_id, run_id FROM spans WHERE trace_id = ?"
+                           " ORDER BY start_ns", [rev.trace_id])
+        [root] = [s for s in spans if s["operation_name"] == "invoke_agent"]
+        assert root["name"] == "invoke_agent meta-agent" and root["run_id"] == f"{EXP}:proposals"
+        chats = [s for s in spans if s["operation_name"] == "chat"]
+        tools = [s["name"] for s in spans if s["operation_name"] == "execute_tool"]
+        assert len(chats) == len(steps) and all(s["parent_span_id"] == root["span_id"] for s in chats)
+        assert tools[:2] == ["execute_tool history", "execute_tool read_candidate"] and len(tools) == len(steps)
+        text = store.rows("SELECT string_agg(text, ' ') AS t FROM messages WHERE trace_id = ?", [rev.trace_id])[0]["t"]
+        assert "c1 raised max_turns and was rejected" in text and "rejected: reject: validation gain" in text
+        notes = hist.notes(store, EXP)
+        assert [n.text for n in notes[1:]] == ["batching instead of more turns", "next: a checker role"]
+        assert all(n.trace_id == rev.trace_id and n.parent_id == C0 for n in notes[1:])
+
+
+def test_write_revision_honours_allow_model_changes(tmp_path):
+    with Store(tmp_path / "s.duckdb") as store:
+        experiment(store).shutdown()
+        hotter = yaml.safe_load(harness_yaml(MINIMAL))
+        hotter["model"] = {"temperature": 0.2}
+        write = {"tool": "write_revision", "arguments": {"harness_yaml": yaml.safe_dump(hotter), "rationale": "r",
+                                                         "cause": "c", "fixes": [], "keeps": []}}
+        refused = LLMProposer(script(tmp_path, [write]))
+        assert refused.propose(MINIMAL, Evidence(store, ["f0"], EXP, parent_id=C0), set()) is None
+        assert "model section changed; it is frozen" in tool_results(refused)[0]
+        allowed = LLMProposer(script(tmp_path, [write]))
+        rev = allowed.propose(MINIMAL, Evidence(store, ["f0"], EXP, parent_id=C0, allow_model_changes=True), set())
+        assert rev is not None and rev.harness.model.temperature == 0.2
+
+
+def test_compact_profile_for_small_local_models(tmp_path):
+    with Store(tmp_path / "s.duckdb") as store:
+        experiment(store).shutdown()
+        steps = [{"text": "I think the agent needs more turns."},  # talk without a call: nudged
+                 {"tool": "set_field", "arguments": {"path": "tools.bash.timeout_s", "value": 30}},
+                 # a small model pastes a briefing line for a task id, and claims to keep a failing task
+                 {"tool": "write_revision", "arguments": {"rationale": "r", "cause": "c", "note": "n", "keeps": ["t1"],
+                                                          "fixes": ["- task t0: status failed (trial f0)"]}}]
+        p = LLMProposer(script(tmp_path, steps), profile="compact")
+        rev = p.propose(MINIMAL, Evidence(store, ["f0", "f1"], EXP, parent_id=C0), set())
+        assert rev is not None and rev.harness.tools[0].timeout_s == 30 and rev.trace_id is None
+        assert rev.manifest.fixes == ["t0"] and rev.manifest.keeps == []
+        assert "- task t0: status failed" in p.model.calls[0].messages[1].text
+        first = p.model.calls[0]
+        assert {t.name for t in first.tools} == set(COMPACT.tools)
+        assert len(first.messages[0].text) < 2000 and "routing.limits.max_turns" in first.messages[0].text
+        assert "tools: bash (shell, timeout_s 10, output_limit 1000)" in first.messages[1].text
+        assert first.settings.temperature == 0.0 and first.settings.max_tokens == COMPACT.max_tokens
+        assert "You answered without calling a tool" in p.model.calls[1].messages[-1].text
+        assert p.max_turns == COMPACT.max_turns
+        assert isinstance(Harness.model_validate(rev.harness.model_dump()), Harness)
+
+
+def test_a_looping_model_is_told_and_resampled(tmp_path):
+    with Store(tmp_path / "s.duckdb") as store:
+        experiment(store).shutdown()
+        edit_call = {"tool": "edit_prompt", "arguments": {"prompt": "system", "text": "Batch commands."}}
+        loop = {"tool_calls": [{"tool": "read_harness"}, edit_call]}
+        steps = [loop, loop, loop, {"tool": "write_revision", "arguments": {
+            "rationale": "r", "cause": "c", "fixes": [], "keeps": [], "note": "batching"}}]
+        p = LLMProposer(script(tmp_path, steps), profile="compact")
+        rev = p.propose(MINIMAL, Evidence(store, ["f0"], EXP, parent_id=C0), set())
+        assert rev is not None and rev.harness.prompts.system.count("Batch commands.") == 1  # appended once
+        second = [m for m in p.model.calls[2].messages if m.role == "tool"][-1]
+        assert all(r.response.startswith("not run again") and r.is_error for r in second.parts)
+        assert "Every call you made this turn repeats an earlier one" in p.model.calls[2].messages[-1].text
+        assert "appended to system" in p.model.calls[2].messages[-1].text  # the draft so far
+        assert [c.settings.temperature for c in p.model.calls] == [0.0, 0.0, 0.0, 0.7]
+
+
+def test_after_a_loop_with_edits_only_write_revision_is_offered(tmp_path):
+    with Store(tmp_path / "s.duckdb") as store:
+        experiment(store).shutdown()
+        edit_call = {"tool": "set_field", "arguments": {"path": "routing.limits.max_turns", "value": 16}}
+        steps = [{"tool": "read_harness", "arguments": {"harness": "minimal"}}, edit_call, edit_call,
+                 {"tool": "write_revision", "arguments": {"rationale": "r", "cause": "c", "fixes": ["t0"], "keeps": [],
+                                                          "note": "n"}}]
+        p = LLMProposer(script(tmp_path, steps), profile="compact")
+        rev = p.propose(MINIMAL, Evidence(store, ["f0"], EXP, parent_id=C0), set())
+        assert rev is not None and rev.harness.routing.limits.max_turns == 16
+        first = [m for m in p.model.calls[1].messages if m.role == "tool"][0].parts[0]
+        assert first.response.startswith("schema_version: 1") and "ignored unknown argument(s): harness" in first.response
+        assert [t.name for t in p.model.calls[3].tools] == ["write_revision"]
+        assert len(p.model.calls[2].tools) == len(p.model.calls[0].tools)
+
+
+def test_a_reader_looping_with_no_edits_is_shown_an_edit_and_refused_reading_tools(tmp_path):
+    with Store(tmp_path / "s.duckdb") as store:
+        experiment(store).shutdown()
+        read = {"tool": "read_harness"}
+        steps = [read, read, read, {"tool": "write_revision", "arguments": {  # not offered, but it carries its edit
+            "rationale": "r", "cause": "c", "fixes": ["t0"], "keeps": [], "changes": {"routing.limits.max_turns": 16}}}]
+        p = LLMProposer(script(tmp_path, steps), profile="compact")
+        rev = p.propose(MINIMAL, Evidence(store, ["f0"], EXP, parent_id=C0), set())
+        assert rev is not None and rev.harness.routing.limits.max_turns == 16
+        told = p.model.calls[2].messages[-1].text  # after the first loop: no edits yet, so edit (with an example)
+        assert "no edits yet" in told and '"routing.limits.max_turns"' in told and "Signals in their spans" in told
+        offered = [t.name for t in p.model.calls[2].tools]
+        assert "read_harness" not in offered and "write_revision" not in offered and "set_field" in offered
+        refused = [m for m in p.model.calls[3].messages if m.role == "tool"][-1].parts[0]
+        assert refused.is_error and refused.response.startswith("not run: read_harness is not offered now")
+        assert "set_field" in refused.response and len(p.model.calls) == 4
+
+
+def test_a_loop_on_a_refused_draft_is_told_why_and_offered_the_edit_tools(tmp_path):
+    with Store(tmp_path / "s.duckdb") as store:
+        experiment(store).shutdown()
+        tried = MINIMAL.model_copy(deep=True)
+        tried.routing.limits.max_turns = 16
+        write = {"tool": "write_revision", "arguments": {"rationale": "r", "cause": "c", "fixes": ["t0"], "keeps": [],
+                                                         "note": "n"}}
+        steps = [{"tool": "set_field", "arguments": {"path": "routing.limits.max_turns", "value": 16}}, write, write,
+                 {"tool": "set_field", "arguments": {"path": "routing.limits.max_turns", "value": 24}}, write]
+        p = LLMProposer(script(tmp_path, steps), profile="compact")
+        rev = p.propose(MINIMAL, Evidence(store, ["f0"], EXP, parent_id=C0), {tried.content_hash()})
+        assert rev is not None and rev.harness.routing.limits.max_turns == 24
+        told = p.model.calls[3].messages[-1].text  # the second write repeats the refused first one
+        assert "write_revision refused it" in told and "already proposed" in told
+        offered = {t.name for t in p.model.calls[3].tools}
+        assert "set_field" in offered and "write_revision" not in offered  # before: only write_revision, a trap
+        assert "write_revision" in {t.name for t in p.model.calls[4].tools}  # a new edit: everything again
+
+
+def test_write_revision_can_carry_its_edits_and_a_looping_empty_draft_is_pushed_to_edit(tmp_path):
+    with Store(tmp_path / "s.duckdb") as store:
+        experiment(store).shutdown()
+        bare = {"tool": "write_revision", "arguments": {"rationale": "r", "cause": "turn limit", "fixes": ["t0"],
+                                                        "keeps": [], "note": "n"}}
+        steps = [bare, bare, {"tool": "set_field", "arguments": {"path": "tools.bash.timeout_s", "value": 20}},
+                 {"tool": "write_revision", "arguments": {**bare["arguments"],
+                                                          "changes": {"routing.limits.max_turns": 12}}}]
+        p = LLMProposer(script(tmp_path, steps), profile="compact")
+        rev = p.propose(MINIMAL, Evidence(store, ["f0"], EXP, parent_id=C0), set())
+        assert rev is not None and rev.harness.routing.limits.max_turns == 12 and rev.harness.tools[0].timeout_s == 20
+        assert "no edits to submit" in [m for m in p.model.calls[1].messages if m.role == "tool"][0].parts[0].response
+        assert "write_revision" not in {t.name for t in p.model.calls[2].tools}  # pushed to edit
+        assert "set_field" in {t.name for t in p.model.calls[2].tools}
+        assert "write_revision" in {t.name for t in p.model.calls[3].tools}  # an edit made: all tools again
