@@ -66,6 +66,10 @@ class SequentialRule(BaseModel):
     shuffle_tasks: bool = True
     """Each candidate's selection takes the validation tasks in its own seeded order (by its id),
     so the shares round 1 looks at are random, not the same alphabetical prefix for every child."""
+    stratify: bool = True
+    """That order spreads the tasks the parent passed in every trial (where a child can only lose)
+    in proportion through it, so no share of round 1 is only such tasks: a share like that shows no
+    gain, and its futility stop would drop any candidate, however good (selection_order)."""
     early_z: float = Field(3.0, gt=0.0)
     """A selection look on all tasks passes early when z >= early_z (and the gain >= min_effect)."""
     confirm_rounds: int | None = Field(None, ge=1)
@@ -86,12 +90,12 @@ class SequentialRule(BaseModel):
 
     @model_validator(mode="before")
     @classmethod
-    def _stored_before_select_looks(cls, data: Any) -> Any:
-        """A rule stored before select_looks existed (every other field present) resumes with the
-        selection plan it started with (round 1 in halves, the tasks in the given order)."""
-        new = {"select_looks": 2, "min_share": 1, "shuffle_tasks": False}
-        if isinstance(data, dict) and set(cls.model_fields) - set(new) <= set(data) and not set(new) & set(data):
-            data = {**data, **new}
+    def _stored_before(cls, data: Any) -> Any:
+        """A rule stored by an earlier version (a full dump, so every field it had is present)
+        resumes with the selection plan it started with: the fields added since take the values
+        that plan had (round 1 in halves, the tasks in the given order, not stratified)."""
+        if isinstance(data, dict) and set(cls.model_fields) - set(ADDED_LATER) <= set(data):
+            data = {**{k: v for k, v in ADDED_LATER.items() if k not in data}, **data}
         return data
 
     def rounds(self, k: int) -> int:
@@ -112,10 +116,16 @@ class SequentialRule(BaseModel):
         return alpha_j * (1.0 - self.interim_share)
 
 
+ADDED_LATER = {"select_looks": 2, "min_share": 1, "shuffle_tasks": False, "stratify": False}
+"""Fields added to the rule after it was first stored, with the values that earlier plan had."""
+
+
 def rule_text(rule: SequentialRule = SequentialRule(), k: int = 3) -> str:
     """The rule as one paragraph (the README and every gate_decisions row carry it)."""
     plan = rule.confirm_plan(k)
     order = ", taken in the candidate's own seeded order" if rule.shuffle_tasks else ""
+    if rule.shuffle_tasks and rule.stratify:
+        order += " with the tasks its parent always passed spread through it in proportion"
     return (
         f"Staged gate, experiment-wise alpha = {rule.alpha:g}. Selection (spends no alpha): the child runs "
         f"on the validation tasks one trial per task at a time (up to K = {k} rounds; round 1 in "
@@ -247,12 +257,40 @@ def selection_plan(tasks: list[str], k: int, looks: int = 5, min_share: int = 2)
     return [(tasks[:m], 1) for m in sizes] + [(list(tasks), r) for r in range(1, k + 1)]
 
 
-def selection_order(candidate: str, tasks: list[str], rule: SequentialRule) -> list[str]:
+def selection_order(candidate: str, tasks: list[str], rule: SequentialRule, parent: Scores | None = None) -> list[str]:
     """The order in which `candidate`'s selection takes `tasks`: its own seeded draw (the same on a
-    resume), or the order given when rule.shuffle_tasks is off."""
+    resume), or the order given when rule.shuffle_tasks is off. With rule.stratify and the parent's
+    validation scores, the tasks the parent passed in every trial are spread through the draw in
+    proportion (interleave): on 6 tasks of which the parent always passes 3, a plain draw put those
+    3 first for 1 candidate in 20, and its first look (gain 0 on 3/3 tasks) stopped it for futility."""
     if not rule.shuffle_tasks:
         return list(tasks)
-    return sorted(tasks, key=lambda t: seed_for(candidate, "select order", t))
+    drawn = sorted(tasks, key=lambda t: seed_for(candidate, "select order", t))
+    if not (rule.stratify and parent):
+        return drawn
+    return interleave(drawn, [_always_passed(parent.get(t, [])) for t in drawn])
+
+
+def _always_passed(trials: list[float | None]) -> bool:
+    scored = _scored(trials)
+    return bool(scored) and min(scored) >= 1.0
+
+
+def interleave(items: list, flagged: list[bool]) -> list:
+    """`items` with the flagged ones spread in proportion, each group in its given order: the next
+    item comes from the group furthest behind its share of the positions so far (the unflagged on
+    a tie), so every prefix of m items holds round(m x share) of the flagged, give or take one."""
+    rest = [x for x, f in zip(items, flagged) if not f]
+    top = [x for x, f in zip(items, flagged) if f]
+    n, out, i, j = len(items), [], 0, 0
+    for pos in range(1, n + 1):
+        if j < len(top) and (i == len(rest) or len(top) * pos - j * n > len(rest) * pos - i * n):
+            out.append(top[j])
+            j += 1
+        else:
+            out.append(rest[i])
+            i += 1
+    return out
 
 
 def select_look(parent: Scores, child: Scores, noise: NoiseFloor, tasks: list[str], look: int, info: float,
@@ -333,7 +371,7 @@ def validate(candidate: str, tasks: list[str], parent_val: Scores, noise: NoiseF
     any further trial runs. Deterministic given the trials; raises only what the callables raise."""
     n = len(tasks)
     looks: list[Look] = []
-    plan = selection_plan(selection_order(candidate, tasks, rule), k, rule.select_looks, rule.min_share)
+    plan = selection_plan(selection_order(candidate, tasks, rule, parent_val), k, rule.select_looks, rule.min_share)
     run_sel = 0
     sel: Look | None = None
     for i, (subset, r) in enumerate(plan, 1):

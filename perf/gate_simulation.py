@@ -35,7 +35,7 @@ import numpy as np
 
 from meta_agent.error_control import AlphaSpending, conditional_estimate, z_critical
 from meta_agent.gate import ASSUMED_TASK_VARIANCE, GateRule, NoiseFloor, decide, screen
-from meta_agent.sequential import SequentialRule, rule_text, selection_order, selection_plan, validate
+from meta_agent.sequential import SequentialRule, interleave, rule_text, selection_order, selection_plan, validate
 from perf.gate_report import markdown, summarize, targets
 
 RULE, FIXED = SequentialRule(), GateRule()
@@ -57,9 +57,15 @@ def world(flaky: float, n: int, gain: float) -> tuple[np.ndarray, np.ndarray]:
     return p, c
 
 
-def select_order(candidate: str, n: int) -> np.ndarray:
-    """sequential.selection_order of the validation tasks v00.. (the crosscheck's names), as indices."""
-    return np.array([int(t[1:]) for t in selection_order(candidate, [f"v{i:02d}" for i in range(n)], RULE)])
+def select_order(candidate: str, pmean: np.ndarray) -> np.ndarray:
+    """sequential.selection_order of the validation tasks v00.. (the crosscheck's names), as indices,
+    per experiment (rows of pmean, the parent's mean per task): the candidate's seeded draw, with
+    the tasks each experiment's parent always passed interleaved in proportion."""
+    drawn = [int(t[1:]) for t in selection_order(candidate, [f"v{i:02d}" for i in range(pmean.shape[1])], RULE)]
+    if not (RULE.shuffle_tasks and RULE.stratify):
+        return np.tile(drawn, (len(pmean), 1))
+    passed = (pmean >= 1.0)[:, drawn]
+    return np.array([interleave(drawn, row) for row in passed.tolist()])
 
 
 def bern(rng: np.random.Generator, p: np.ndarray, k: int) -> np.ndarray:
@@ -169,11 +175,11 @@ class Scenario:
             scr = screen_vec(par_tr, c_tr)
             active, passed, used, sel_delta = scr.copy(), np.zeros(R, bool), np.zeros(R, int), np.zeros(R)
             pmean = par_sum / par_k[:, None]
-            order = select_order(f"c{t}", n)
+            order = select_order(f"c{t}", pmean)
             for li, (subset, r) in enumerate(plan):
                 m = len(subset)
-                idx = order[:m]
-                d = c_val[:, idx, :r].sum(2) / r - pmean[:, idx]
+                idx = order[:, :m]
+                d = np.take_along_axis(c_val[:, :, :r].sum(2), idx, 1) / r - np.take_along_axis(pmean, idx, 1)
                 delta = fsum_rows(d) / m
                 se = np.sqrt(self.pooled * (m * (1 / par_k + 1 / r))) / m  # as sequential._se rounds it
                 if not self.measured:

@@ -181,7 +181,7 @@ def test_the_sample_benchmark_run_from_the_readme_improves_the_test_score(tmp_pa
                         "--db", str(tmp_path / "s.duckdb"), "--json"], capture_output=True, text=True, timeout=2400)
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
-    assert out["best_test_score"] > out["baseline_test_score"] and out["accepted"] >= 1
+    assert out["best_test_score"] > out["baseline_test_score"] and out["accepted"] >= 1, r.stderr[-4000:]
     with Store(tmp_path / "s.duckdb", read_only=True) as s:
         rows = s.rows("SELECT c.status, g.stage, g.outcome, g.reason FROM candidates c JOIN gate_decisions g "
                       "USING (candidate_id) WHERE c.status = 'accepted' AND g.stage = 'confirm' AND g.outcome = 'accept'")

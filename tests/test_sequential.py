@@ -15,6 +15,7 @@ from meta_agent.sequential import (
     SequentialRule,
     Verdict,
     confirm_look,
+    interleave,
     rule_text,
     select_look,
     selection_plan,
@@ -50,11 +51,15 @@ def test_rule_defaults_and_plans():
     assert selection_plan(["a"], 1) == [(["a"], 1)]
     # A rule stored before select_looks existed resumes with the plan it began with (halves, in order).
     stored = RULE.model_dump(mode="json")
-    del stored["select_looks"], stored["shuffle_tasks"], stored["min_share"]
+    del stored["select_looks"], stored["shuffle_tasks"], stored["min_share"], stored["stratify"]
     old = SequentialRule.model_validate(stored)
-    assert (old.select_looks, old.min_share, old.shuffle_tasks) == (2, 1, False)
+    assert (old.select_looks, old.min_share, old.shuffle_tasks, old.stratify) == (2, 1, False, False)
+    stored = RULE.model_dump(mode="json")
+    del stored["stratify"]  # stored between the two: shuffled, not stratified
+    mid = SequentialRule.model_validate(stored)
+    assert (mid.select_looks, mid.shuffle_tasks, mid.stratify) == (RULE.select_looks, True, False)
     fresh = SequentialRule.model_validate({"alpha": 0.1})
-    assert (fresh.select_looks, fresh.shuffle_tasks) == (RULE.select_looks, True)
+    assert (fresh.select_looks, fresh.shuffle_tasks, fresh.stratify) == (RULE.select_looks, True, True)
     text = rule_text(RULE, 3)
     for words in ("experiment-wise alpha = 0.05", "spends no alpha", "alpha_j = 0.05 x 0.8 x 0.2^(j-1)",
                   "2, 6, 12 child trials", "never counted as 0", "reserve of 2x", "K = 3", "round 1 in 2 growing shares"):
@@ -194,6 +199,39 @@ def test_each_candidate_selects_on_its_own_seeded_order_of_the_tasks():
     assert len({tuple(ts) for ts in shares.values()}) > 1
     assert first_share("c1") == shares["c1"]
     assert first_share("c1", RULE.model_copy(update={"shuffle_tasks": False})) == TASKS[:2]
+
+
+def test_no_first_share_is_only_tasks_the_parent_always_passed():
+    """The README run's failure in CI: 6 validation tasks, the parent passes 3 in every trial and
+    fails the other 3, the child passes all 6. A plain seeded order put the 3 passed ones first for
+    1 candidate id in 20; that look showed gain 0 on 3/3 tasks and stopped a real +0.5 for
+    futility. Stratified, every candidate's first share holds a task with room to gain."""
+    tasks = [f"t{i}" for i in range(6)]
+    parent = {t: [1.0, 1.0, 1.0] if i < 3 else [0.0, 0.0, 0.0] for i, t in enumerate(tasks)}
+    noise = NoiseFloor.measure(parent)
+
+    def selection(cid: str, rule: SequentialRule) -> Look:
+        v = validate(cid, tasks, parent, noise, 1, rule, AlphaSpending(), child=lambda ts, r: {t: [1.0] for t in ts},
+                     confirm=lambda r: {}, reserve=lambda r: {})
+        return [x for x in v.looks if x.stage == "select"][-1]
+
+    plain = RULE.model_copy(update={"stratify": False})
+    stopped = [c for c in (f"c{i}" for i in range(200)) if selection(c, plain).outcome == "futile"]
+    assert stopped, "no candidate id of 200 drew the passed tasks first: the test shows nothing"
+    assert all(selection(c, RULE).outcome == "pass" for c in stopped)
+    assert all(selection(f"c{i}", RULE).outcome == "pass" for i in range(200))
+
+
+def test_interleave_spreads_the_flagged_in_proportion():
+    assert interleave(list("abcdef"), [True, True, True, False, False, False]) == list("daebfc")
+    assert interleave(list("abcdef"), [True] * 5 + [False]) == list("abfcde")
+    assert interleave(list("abc"), [False] * 3) == list("abc") and interleave(list("ab"), [True] * 2) == list("ab")
+    for n in range(1, 12):
+        for f in range(n + 1):
+            order = interleave(list(range(n)), [i < f for i in range(n)])
+            assert sorted(order) == list(range(n))
+            for m in range(1, n + 1):
+                assert abs(sum(x < f for x in order[:m]) - m * f / n) <= 1
 
 
 def chain(seed: int, k: int, proposals: int, probs, stop_after: int | None = None, rows=None, world=None):
