@@ -36,6 +36,7 @@ from meta_agent.error_control import (
     z_critical,
 )
 from meta_agent.gate import NoiseFloor, Scores, _scored, _var
+from meta_agent.task_order import always_passed, interleave, selection_plan
 
 Outcome = Literal["continue", "futile", "pass", "reject", "inconclusive", "accept"]
 
@@ -245,18 +246,6 @@ def _finite(z: float) -> float | None:
     return z if math.isfinite(z) else None
 
 
-def selection_plan(tasks: list[str], k: int, looks: int = 5, min_share: int = 2) -> list[tuple[list[str], int]]:
-    """(tasks, rounds) at each selection look: round 1 in parts = max(2, ceil(looks / K)) growing
-    prefixes of the tasks (in the order given; those under `min_share` tasks skipped), then all
-    tasks at rounds 2..K. The fewer the rounds, the finer round 1 is cut: with looks = 5, K = 3
-    looks at half the tasks, then at rounds 1, 2, 3; K = 1, whose one round is all of selection,
-    at each fifth of the tasks."""
-    n, parts = len(tasks), max(2, math.ceil(looks / k))
-    sizes = sorted({round(n * i / parts) for i in range(1, parts)} - {n})
-    sizes = [m for m in sizes if m >= max(1, min_share)]
-    return [(tasks[:m], 1) for m in sizes] + [(list(tasks), r) for r in range(1, k + 1)]
-
-
 def selection_order(candidate: str, tasks: list[str], rule: SequentialRule, parent: Scores | None = None) -> list[str]:
     """The order in which `candidate`'s selection takes `tasks`: its own seeded draw (the same on a
     resume), or the order given when rule.shuffle_tasks is off. With rule.stratify and the parent's
@@ -268,29 +257,7 @@ def selection_order(candidate: str, tasks: list[str], rule: SequentialRule, pare
     drawn = sorted(tasks, key=lambda t: seed_for(candidate, "select order", t))
     if not (rule.stratify and parent):
         return drawn
-    return interleave(drawn, [_always_passed(parent.get(t, [])) for t in drawn])
-
-
-def _always_passed(trials: list[float | None]) -> bool:
-    scored = _scored(trials)
-    return bool(scored) and min(scored) >= 1.0
-
-
-def interleave(items: list, flagged: list[bool]) -> list:
-    """`items` with the flagged ones spread in proportion, each group in its given order: the next
-    item comes from the group furthest behind its share of the positions so far (the unflagged on
-    a tie), so every prefix of m items holds round(m x share) of the flagged, give or take one."""
-    rest = [x for x, f in zip(items, flagged) if not f]
-    top = [x for x, f in zip(items, flagged) if f]
-    n, out, i, j = len(items), [], 0, 0
-    for pos in range(1, n + 1):
-        if j < len(top) and (i == len(rest) or len(top) * pos - j * n > len(rest) * pos - i * n):
-            out.append(top[j])
-            j += 1
-        else:
-            out.append(rest[i])
-            i += 1
-    return out
+    return interleave(drawn, [always_passed(parent.get(t, [])) for t in drawn])
 
 
 def select_look(parent: Scores, child: Scores, noise: NoiseFloor, tasks: list[str], look: int, info: float,

@@ -15,12 +15,11 @@ from meta_agent.sequential import (
     SequentialRule,
     Verdict,
     confirm_look,
-    interleave,
     rule_text,
     select_look,
-    selection_plan,
     validate,
 )
+from meta_agent.task_order import interleave, selection_plan
 
 TASKS = [f"t{i:02d}" for i in range(10)]
 RULE = SequentialRule()
