@@ -10,14 +10,14 @@ import sys
 import tempfile
 from pathlib import Path
 
-from benchmarks.registry import load_benchmark
-from evaluation import HarnessAgent, run_eval
-from sandbox.docker import DockerBackend
-from sandbox.images import ImageMap
-from task_agent.harness_io import load_harness, resolve_harness
-from traces.queries import show_trial
-from traces.store import Store
-from traces.tracing import Tracing
+from metaopt.benchmarks.registry import load_benchmark
+from metaopt.evaluation import HarnessAgent, run_eval
+from metaopt.sandbox.docker import DockerBackend
+from metaopt.sandbox.images import ImageMap
+from metaopt.task_agent.harness_io import load_harness, resolve_harness
+from metaopt.traces.queries import show_trial
+from metaopt.traces.store import Store
+from metaopt.traces.tracing import Tracing
 
 task_id = sys.argv[1] if len(sys.argv) > 1 else "hello-greetings"
 model = sys.argv[2] if len(sys.argv) > 2 else "fake/solution"

@@ -37,7 +37,7 @@ AREAS = ("prompts", "tools", "routing", "limits")
 
 
 def tasks(root: Path) -> list:
-    from benchmarks.task import Environment, Solution, Task, Verifier
+    from metaopt.benchmarks.task import Environment, Solution, Task, Verifier
 
     out = []
     for i, n in enumerate((1, 12, 24) * 12):
@@ -65,9 +65,9 @@ class RandomProposer:
         self.last_run: dict = {}
 
     def propose(self, parent, evidence, tried):
-        from meta_agent.proposers import Revision
-        from task_agent.harness import Harness
-        from task_agent.messages import Message
+        from metaopt.meta_agent.proposers import Revision
+        from metaopt.task_agent.harness import Harness
+        from metaopt.task_agent.messages import Message
 
         named = [a for a in AREAS if evidence.guidance and re.search(rf"\b{a}\b area|change[^.]*\b{a}\b",
                                                                      evidence.guidance)]
@@ -96,10 +96,10 @@ class RandomProposer:
 
 
 def one(strategy: str, seed: int, args, root: Path, backend) -> dict:
-    from meta_agent.bilevel.config import BilevelConfig
-    from meta_agent.config import RunConfig
-    from meta_agent.experiment import plan_experiment, start_experiment
-    from traces.store import Store
+    from metaopt.meta_agent.bilevel.config import BilevelConfig
+    from metaopt.meta_agent.config import RunConfig
+    from metaopt.meta_agent.experiment import plan_experiment, start_experiment
+    from metaopt.traces.store import Store
 
     cfg = RunConfig(benchmark="local-stairs", model="fake/solution", meta_model="heuristic", trials=1, seed=seed,
                     split=(0.34, 0.33, 0.33), max_iterations=args.max_iterations, max_trials=args.max_trials,
@@ -132,7 +132,7 @@ def main() -> None:
     ap.add_argument("--strategies", default="greedy,pareto,bilevel")
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
-    from sandbox.local import LocalBackend
+    from metaopt.sandbox.local import LocalBackend
 
     root = Path(tempfile.mkdtemp(prefix="bilevel-compare-"))
     backend = LocalBackend(root / "sandboxes")

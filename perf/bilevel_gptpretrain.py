@@ -40,13 +40,13 @@ def main() -> None:
 
     from _bilevel_helpers import MINIMAL, PROMPT_TABU, level2_steps, prompt_revision, spec
 
-    from benchmarks.registry import load_benchmark
-    from meta_agent.bilevel.config import BilevelConfig
-    from meta_agent.config import RunConfig
-    from meta_agent.experiment import Plan, start_experiment
-    from sandbox.docker import DockerBackend
-    from traces.store import Store
-    from traces.tracing import Tracing
+    from metaopt.benchmarks.registry import load_benchmark
+    from metaopt.meta_agent.bilevel.config import BilevelConfig
+    from metaopt.meta_agent.config import RunConfig
+    from metaopt.meta_agent.experiment import Plan, start_experiment
+    from metaopt.sandbox.docker import DockerBackend
+    from metaopt.traces.store import Store
+    from metaopt.traces.tracing import Tracing
 
     tmp = Path(tempfile.mkdtemp(prefix="bilevel-gpt-"))
     steps = [prompt_revision(1), prompt_revision(2),

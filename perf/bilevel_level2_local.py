@@ -31,11 +31,11 @@ def main() -> None:
     args = ap.parse_args()
     from _bilevel_helpers import prompt_revision, stair_tasks, write_script
 
-    from meta_agent.bilevel.config import BilevelConfig
-    from meta_agent.config import RunConfig
-    from meta_agent.experiment import plan_experiment, start_experiment
-    from sandbox.local import LocalBackend
-    from traces.store import Store
+    from metaopt.meta_agent.bilevel.config import BilevelConfig
+    from metaopt.meta_agent.config import RunConfig
+    from metaopt.meta_agent.experiment import plan_experiment, start_experiment
+    from metaopt.sandbox.local import LocalBackend
+    from metaopt.traces.store import Store
 
     tmp = Path(tempfile.mkdtemp(prefix="bilevel-l2-"))
     n = 2 + 2 * args.rounds

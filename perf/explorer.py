@@ -23,7 +23,7 @@ import urllib.request
 from pathlib import Path
 from urllib.parse import urlencode
 
-from traces.store import Store
+from metaopt.traces.store import Store
 
 SPANS_PER_TRIAL = 100
 
@@ -99,8 +99,8 @@ def main() -> None:
     ap.add_argument("--db", type=Path, default=None, help="Reuse (or create) this store instead of a temporary one.")
     ap.add_argument("--repeat", type=int, default=7)
     args = ap.parse_args()
-    from traces.explorer.server import make_server
-    from traces.explorer.source import Source
+    from metaopt.traces.explorer.server import make_server
+    from metaopt.traces.explorer.source import Source
 
     db = args.db or Path(tempfile.mkdtemp(prefix="metaopt-perf-")) / "perf.duckdb"
     t0 = time.perf_counter()

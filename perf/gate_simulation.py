@@ -33,10 +33,10 @@ from functools import cache
 
 import numpy as np
 
-from meta_agent.error_control import AlphaSpending, conditional_estimate, z_critical
-from meta_agent.gate import ASSUMED_TASK_VARIANCE, GateRule, NoiseFloor, decide, screen
-from meta_agent.sequential import SequentialRule, rule_text, selection_order, validate
-from meta_agent.task_order import interleave, selection_plan
+from metaopt.meta_agent.error_control import AlphaSpending, conditional_estimate, z_critical
+from metaopt.meta_agent.gate import ASSUMED_TASK_VARIANCE, GateRule, NoiseFloor, decide, screen
+from metaopt.meta_agent.sequential import SequentialRule, rule_text, selection_order, validate
+from metaopt.meta_agent.task_order import interleave, selection_plan
 from perf.gate_report import markdown, summarize, targets
 
 RULE, FIXED = SequentialRule(), GateRule()

@@ -25,10 +25,10 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=1)
     args = ap.parse_args()
 
-    from benchmarks.gptpretrain.build import build_task, config_from_env
-    from evaluation import ImageCache, NopAgent, run_trial
-    from sandbox.docker import DockerBackend
-    from sandbox.images import ImageMap
+    from metaopt.benchmarks.gptpretrain.build import build_task, config_from_env
+    from metaopt.evaluation import ImageCache, NopAgent, run_trial
+    from metaopt.sandbox.docker import DockerBackend
+    from metaopt.sandbox.images import ImageMap
 
     env = dict(os.environ)
     if args.mode:

@@ -21,8 +21,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from evaluation import TrialResult
-from traces.store import Store
+from metaopt.evaluation import TrialResult
+from metaopt.traces.store import Store
 
 
 def _q(xs: list[float], q: float) -> float | None:
@@ -59,7 +59,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         db = Path(tmp) / "perf.duckdb"
         for agent in args.agents.split(","):
-            r = subprocess.run([sys.executable, "-m", "meta_agent.cli", "eval", "--benchmark", args.benchmark,
+            r = subprocess.run([sys.executable, "-m", "metaopt.meta_agent.cli", "eval", "--benchmark", args.benchmark,
                                 "--agent", agent, "-j", str(args.j), "--db", str(db), "--json"],
                                capture_output=True, text=True)
             if r.returncode != 0:

@@ -62,9 +62,9 @@ CALL_PROMPTS = ["Create the directory /app/out.", "Show the first 5 lines of /et
 def tool_calls(model_name: str) -> dict:
     """Five one-step requests with the baseline harness's prompt and tools (temperature 0): how
     many replies hold a well-formed call, and how many of those llama.cpp parsed itself."""
-    from task_agent.harness_io import load_harness, resolve_harness
-    from task_agent.messages import Message, ModelSettings
-    from task_agent.models import get_model
+    from metaopt.task_agent.harness_io import load_harness, resolve_harness
+    from metaopt.task_agent.messages import Message, ModelSettings
+    from metaopt.task_agent.models import get_model
 
     h = load_harness(resolve_harness("baseline"))
     model = get_model(model_name)
@@ -81,13 +81,13 @@ def tool_calls(model_name: str) -> dict:
 
 def episode(model_name: str, task_id: str, turns: int, store_dir: Path) -> dict:
     """One real episode of the baseline harness (temperature 0, `turns` at most) in Docker."""
-    from benchmarks.registry import load_benchmark
-    from evaluation import run_eval
-    from evaluation.agents import HarnessAgent
-    from sandbox.docker import DockerBackend
-    from task_agent.harness_io import harness_from_data, load_harness, resolve_harness
-    from traces.store import Store
-    from traces.tracing import Tracing
+    from metaopt.benchmarks.registry import load_benchmark
+    from metaopt.evaluation import run_eval
+    from metaopt.evaluation.agents import HarnessAgent
+    from metaopt.sandbox.docker import DockerBackend
+    from metaopt.task_agent.harness_io import harness_from_data, load_harness, resolve_harness
+    from metaopt.traces.store import Store
+    from metaopt.traces.tracing import Tracing
 
     data = load_harness(resolve_harness("baseline")).model_dump(mode="json", exclude_unset=True)
     data["routing"]["limits"] = {**data["routing"].get("limits", {}), "max_turns": turns}
@@ -114,8 +114,8 @@ def episode(model_name: str, task_id: str, turns: int, store_dir: Path) -> dict:
 
 
 def measure(model: str, task_id: str, turns: int, repeats: int, store_dir: Path) -> dict:
-    from task_agent.models.local import model_path
-    from task_agent.models.local_server import LocalSettings, shared_server
+    from metaopt.task_agent.models.local import model_path
+    from metaopt.task_agent.models.local_server import LocalSettings, shared_server
 
     load_before = os.getloadavg()[0]
     t0 = time.monotonic()

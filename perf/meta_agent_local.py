@@ -33,7 +33,7 @@ MODELS = "local/qwen2.5-coder-0.5b,local/qwen2.5-coder-1.5b"
 
 def evidence(db: Path) -> None:
     """The minimal harness's trials on the sample tasks, traced into `db` (real containers)."""
-    cmd = [sys.executable, "-m", "meta_agent.cli", "eval", "--benchmark", "terminalbench-sample", "--harness",
+    cmd = [sys.executable, "-m", "metaopt.meta_agent.cli", "eval", "--benchmark", "terminalbench-sample", "--harness",
            "minimal", "--model", "fake/solution", "--tasks", ",".join(FAILING + PASSING), "--db", str(db), "--json"]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=1800, check=False)
     if r.returncode != 0:
@@ -41,13 +41,13 @@ def evidence(db: Path) -> None:
 
 
 def propose(db: Path, model: str) -> dict:
-    from benchmarks.registry import load_benchmark
-    from meta_agent.guard import Guard
-    from meta_agent.proposers import Evidence
-    from meta_agent.proposers.llm import LLMProposer
-    from task_agent.harness_io import load_harness, resolve_harness
-    from traces.store import Store
-    from traces.tracing import Tracing
+    from metaopt.benchmarks.registry import load_benchmark
+    from metaopt.meta_agent.guard import Guard
+    from metaopt.meta_agent.proposers import Evidence
+    from metaopt.meta_agent.proposers.llm import LLMProposer
+    from metaopt.task_agent.harness_io import load_harness, resolve_harness
+    from metaopt.traces.store import Store
+    from metaopt.traces.tracing import Tracing
 
     parent = load_harness(resolve_harness("minimal"))
     t0 = time.monotonic()

@@ -21,11 +21,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchmarks.registry import load_benchmark
-from evaluation import AGENTS, new_run_id, run_eval
-from evaluation.ray_executor import RayExecutor
-from sandbox.docker import DockerBackend
-from traces.store import Store
+from metaopt.benchmarks.registry import load_benchmark
+from metaopt.evaluation import AGENTS, new_run_id, run_eval
+from metaopt.evaluation.ray_executor import RayExecutor
+from metaopt.sandbox.docker import DockerBackend
+from metaopt.traces.store import Store
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -17,8 +17,8 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
-from sandbox.base import SandboxSpec
-from sandbox.docker import DockerBackend
+from metaopt.sandbox.base import SandboxSpec
+from metaopt.sandbox.docker import DockerBackend
 
 
 def timed(fn: Callable[[], object], n: int) -> list[float]:

@@ -27,11 +27,11 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from task_agent.messages import Message, ModelResponse, ModelSettings, ReasoningPart, TextPart, ToolCallPart, Usage
-from traces.exporter import DuckDBSpanExporter
-from traces.instrument import TracedModel, agent_span, tool_span
-from traces.otel import get_tracer, make_tracer_provider
-from traces.store import Store
+from metaopt.task_agent.messages import Message, ModelResponse, ModelSettings, ReasoningPart, TextPart, ToolCallPart, Usage
+from metaopt.traces.exporter import DuckDBSpanExporter
+from metaopt.traces.instrument import TracedModel, agent_span, tool_span
+from metaopt.traces.otel import get_tracer, make_tracer_provider
+from metaopt.traces.store import Store
 
 
 class _Nop(SpanExporter):

@@ -5,12 +5,12 @@
 #   scripts/check_samples.sh [TASK_ID ...]
 #
 # Env: BASE_IMAGE (default metaopt-base:latest; every Dockerfile FROM is mapped to it),
-#      SAMPLES_DIR (default benchmarks/samples/terminalbench), KEEP_LOGS=1 keeps the log dir.
+#      SAMPLES_DIR (default metaopt/benchmarks/samples/terminalbench), KEEP_LOGS=1 keeps the log dir.
 # Needs: docker, python3 with pyyaml (the project's own dependencies). Exit 0 iff all tasks pass.
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-SAMPLES=${SAMPLES_DIR:-$ROOT/benchmarks/samples/terminalbench}
+SAMPLES=${SAMPLES_DIR:-$ROOT/metaopt/benchmarks/samples/terminalbench}
 BASE=${BASE_IMAGE:-metaopt-base:latest}
 RUN_ID="$$-$(date +%s)"
 LOGS=$(mktemp -d "${TMPDIR:-/tmp}/metaopt-check-samples.XXXXXX")

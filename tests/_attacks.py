@@ -367,7 +367,7 @@ def write_spreadsheet_attacks(root: Path) -> dict[str, str]:
     import json
     import shutil
 
-    src = Path(__file__).parents[1] / "benchmarks" / "samples" / "spreadsheetbench"
+    src = Path(__file__).parents[1] / "metaopt" / "benchmarks" / "samples" / "spreadsheetbench"
     recs = {r["id"]: r for r in json.loads((src / "dataset.json").read_text())}
     out, rows = {}, []
     for name, base, code, expect in SSB_FAMILIES:

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import yaml
 
-from meta_agent.proposers.llm_tools import harness_yaml
-from task_agent.harness import Harness
-from task_agent.harness_io import load_harness, resolve_harness
+from metaopt.meta_agent.proposers.llm_tools import harness_yaml
+from metaopt.task_agent.harness import Harness
+from metaopt.task_agent.harness_io import load_harness, resolve_harness
 
 MINIMAL = load_harness(resolve_harness("minimal"))
 
@@ -74,7 +74,7 @@ def stair_tasks(root: Path, steps: tuple[int, ...] = (12,) * 6 + (24,) * 3 + (1,
     the 12- and 24-step ones, 16 fail the 24-step ones, 32 pass everything."""
     from _local_tasks import CHECK
 
-    from benchmarks.task import Environment, Solution, Task, Verifier
+    from metaopt.benchmarks.task import Environment, Solution, Task, Verifier
 
     tasks = []
     for i, n in enumerate(steps):
@@ -93,7 +93,7 @@ def stair_tasks(root: Path, steps: tuple[int, ...] = (12,) * 6 + (24,) * 3 + (1,
 def recorded() -> "Snapshot":
     """A recorded ledger as the protocol sees it: a baseline, two rejected prompt-only revisions, an
     accepted limits raise, a revision the guard refused."""
-    from meta_agent.bilevel.snapshot import Snapshot
+    from metaopt.meta_agent.bilevel.snapshot import Snapshot
 
     def cand(i, parent, status, areas, kinds, val=None, delta=None, trials=4):
         return {"id": f"e/c{i}", "parent_id": parent, "iteration": i, "status": status, "reason": f"{status} ...",

@@ -15,9 +15,9 @@ import docker
 import docker.errors
 import pytest
 
-from sandbox.base import SandboxSpec
-from sandbox.docker import DockerBackend, DockerSandbox
-from core.errors import SandboxUnavailable
+from metaopt.sandbox.base import SandboxSpec
+from metaopt.sandbox.docker import DockerBackend, DockerSandbox
+from metaopt.core.errors import SandboxUnavailable
 
 DEFAULT_TEST_IMAGE = "metaopt-base:latest"
 
@@ -91,5 +91,5 @@ def metaopt(*args: str, timeout: float = 900, env: dict[str, str] | None = None)
     import subprocess
     import sys
 
-    return subprocess.run([sys.executable, "-m", "meta_agent.cli", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "metaopt.meta_agent.cli", *args], capture_output=True, text=True,
                           timeout=timeout, env=env)

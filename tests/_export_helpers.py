@@ -16,10 +16,10 @@ import pytest
 import wire_servers as ws
 from _docker_fixtures import metaopt, require_base_image
 from _step_tasks import make_tasks
-from task_agent.harness import Harness
-from task_agent.loop import TaskAgent
-from task_agent.models.fake import ScriptModel
-from traces.store import Store
+from metaopt.task_agent.harness import Harness
+from metaopt.task_agent.loop import TaskAgent
+from metaopt.task_agent.models.fake import ScriptModel
+from metaopt.traces.store import Store
 
 # Environment-independent commands, so the same outputs come back from a container and from a
 # local temp dir: cwd and exported variables must carry over, stderr and exit codes, truncation

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from benchmarks.task import Environment, Solution, Task, Verifier
+from metaopt.benchmarks.task import Environment, Solution, Task, Verifier
 
 CHECK = """expected=$(seq 1 {n})
 if [ "$(cat /app/out.txt 2>/dev/null)" = "$expected" ]; then echo 1 > /logs/verifier/reward.txt

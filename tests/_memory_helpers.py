@@ -8,17 +8,17 @@ from pathlib import Path
 import yaml
 from _local_tasks import step_tasks
 
-from evaluation import TrialResult
-from meta_agent.config import RunConfig
-from meta_agent.experiment import plan_experiment, start_experiment
-from meta_agent.proposers.edits import Draft
-from task_agent.harness import Harness
-from task_agent.harness_io import load_harness, resolve_harness
-from task_agent.messages import Message, ModelSettings, ToolResultPart
-from task_agent.models.fake import ScriptModel
-from traces.instrument import TracedModel, tool_span
-from traces.store import Store
-from traces.tracing import Tracing
+from metaopt.evaluation import TrialResult
+from metaopt.meta_agent.config import RunConfig
+from metaopt.meta_agent.experiment import plan_experiment, start_experiment
+from metaopt.meta_agent.proposers.edits import Draft
+from metaopt.task_agent.harness import Harness
+from metaopt.task_agent.harness_io import load_harness, resolve_harness
+from metaopt.task_agent.messages import Message, ModelSettings, ToolResultPart
+from metaopt.task_agent.models.fake import ScriptModel
+from metaopt.traces.instrument import TracedModel, tool_span
+from metaopt.traces.store import Store
+from metaopt.traces.tracing import Tracing
 
 MINIMAL = load_harness(resolve_harness("minimal"))
 EXP = "exp-mem"

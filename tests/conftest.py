@@ -14,7 +14,7 @@ for _key in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY"):
 def local_backend(tmp_path_factory):
     """A LocalSandbox backend (chroot in its own namespaces; needs root, as the test command runs)
     for the in-process optimizer tests, pruned after the module."""
-    from sandbox.local import LocalBackend
+    from metaopt.sandbox.local import LocalBackend
 
     b = LocalBackend(tmp_path_factory.mktemp("sandboxes"))
     try:

@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from task_agent.harness_io import harness_from_data, load_harness, resolve_harness
-from task_agent.loop import DROPPED, TaskAgent
-from task_agent.models import allow_model_requests, get_model
-from traces.store import Store
-from traces.tracing import Tracing
+from metaopt.task_agent.harness_io import harness_from_data, load_harness, resolve_harness
+from metaopt.task_agent.loop import DROPPED, TaskAgent
+from metaopt.task_agent.models import allow_model_requests, get_model
+from metaopt.traces.store import Store
+from metaopt.traces.tracing import Tracing
 from wire_servers import WireServer, openai_completion, openai_tool_call
 from _docker_fixtures import docker_backend, make_sandbox, test_image, test_run_id  # noqa: F401
 

@@ -22,10 +22,10 @@ import yaml
 
 from _attacks import FAMILIES, PAID, write_dataset, write_spreadsheet_attacks
 from _docker_fixtures import metaopt, require_base_image
-from evaluation import TrialResult
-from meta_agent.proposers.llm_tools import harness_yaml
-from task_agent.harness_io import load_harness, resolve_harness
-from traces.store import Store
+from metaopt.evaluation import TrialResult
+from metaopt.meta_agent.proposers.llm_tools import harness_yaml
+from metaopt.task_agent.harness_io import load_harness, resolve_harness
+from metaopt.traces.store import Store
 
 pytestmark = pytest.mark.docker
 EXPECT = {name: expect for name, _, expect in FAMILIES}

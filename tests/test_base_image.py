@@ -8,8 +8,8 @@ import zipfile
 
 import pytest
 
-from sandbox import base_image as bi
-from sandbox import base_wheels as bw
+from metaopt.sandbox import base_image as bi
+from metaopt.sandbox import base_wheels as bw
 
 
 def test_preflight_names_missing_debootstrap(monkeypatch):

@@ -14,7 +14,7 @@ from urllib.parse import urlencode
 import pytest
 from _memory_helpers import scripted_experiment
 
-from sandbox.local import LocalBackend
+from metaopt.sandbox.local import LocalBackend
 
 CHROMIUM = Path("/usr/bin/chromium")
 
@@ -36,7 +36,7 @@ def run(tmp_path_factory) -> dict:
 
 @pytest.fixture(scope="module")
 def server(run) -> str:
-    proc = subprocess.Popen([sys.executable, "-m", "meta_agent.cli", "ui", "--db", str(run["db"]), "--port", "0"],
+    proc = subprocess.Popen([sys.executable, "-m", "metaopt.meta_agent.cli", "ui", "--db", str(run["db"]), "--port", "0"],
                             stderr=subprocess.PIPE, text=True)
     m = re.search(r"http://127\.0\.0\.1:\d+/", proc.stderr.readline())
     assert m

@@ -18,11 +18,11 @@ from pathlib import Path
 import pytest
 
 from _docker_fixtures import metaopt
-from evaluation import TrialResult
-from traces.explorer.queries import overview
-from traces.explorer.server import make_server
-from traces.explorer.source import Source
-from traces.store import Store, now
+from metaopt.evaluation import TrialResult
+from metaopt.traces.explorer.queries import overview
+from metaopt.traces.explorer.server import make_server
+from metaopt.traces.explorer.source import Source
+from metaopt.traces.store import Store, now
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -46,8 +46,8 @@ def test_reads_snapshots_while_a_real_writer_holds_the_file(tmp_path):
         import sys, time
         sys.path.insert(0, {str(ROOT / 'tests')!r})
         from test_explorer_source import _trial
-        from evaluation import TrialResult
-        from traces.store import Store
+        from metaopt.evaluation import TrialResult
+        from metaopt.traces.store import Store
         with Store({str(db)!r}) as s:
             print("open", flush=True)
             for i in range(1, 31):
@@ -175,7 +175,7 @@ def test_bad_parameters_and_unknown_paths_are_json_errors(tmp_path):
 def test_ui_binds_localhost_and_reports_a_busy_port(tmp_path):
     db = tmp_path / "u.duckdb"
     Store(db).close()
-    proc = subprocess.Popen([sys.executable, "-m", "meta_agent.cli", "ui", "--db", str(db), "--port", "0"],
+    proc = subprocess.Popen([sys.executable, "-m", "metaopt.meta_agent.cli", "ui", "--db", str(db), "--port", "0"],
                             cwd=ROOT, stderr=subprocess.PIPE, text=True)
     try:
         m = re.search(r"http://127\.0\.0\.1:(\d+)/", proc.stderr.readline())
@@ -218,7 +218,7 @@ def test_failures_are_grouped_by_cause_with_the_span_to_open(tmp_path):
                 s.con.execute("INSERT INTO spans (trace_id, span_id, parent_span_id, name, start_ns, trial_id,"
                               " operation_name, status_code, error_type) VALUES (?, ?, ?, 'execute_tool bash', ?, ?,"
                               " 'execute_tool', 'ERROR', 'tool_error')", [task, f"{task}-tool{i}", f"{task}-agent", i + 1, tid])
-        from traces.explorer.queries import failure_causes
+        from metaopt.traces.explorer.queries import failure_causes
 
         groups = {g["cause"]: g for g in failure_causes(s, run_id="run-c")}
     assert set(groups) == {"verifier failure", "turn limit", "timeout", "tool error", "model error", "sandbox error"}

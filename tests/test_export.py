@@ -22,8 +22,8 @@ from _docker_fixtures import docker_backend, make_sandbox, metaopt, test_image, 
 from _export_helpers import (FEATURE_SCRIPT, SCRIPT, SandboxExecutor, anthropic_replies, candidate,  # noqa: F401
                              export, export_folder, featureful, load_package, openai_replies, reference,
                              script_calls, stored_harness, transcript)
-from task_agent.harness_io import load_harness
-from traces.store import Store
+from metaopt.task_agent.harness_io import load_harness
+from metaopt.traces.store import Store
 
 pytestmark = pytest.mark.docker
 
@@ -79,7 +79,7 @@ def test_python_export_local_executor_and_command_line(candidate, tmp_path):
 
 
 def test_exports_never_hold_api_keys(candidate, tmp_path, monkeypatch):
-    from meta_agent.export import FORMATS, export as export_lib
+    from metaopt.meta_agent.export import FORMATS, export as export_lib
 
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-secret-0001")
     monkeypatch.setenv("OPENAI_API_KEY", "sk-secret-0002")

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import pytest
 
-from benchmarks.registry import load_benchmark
-from meta_agent.guard import Guard
-from meta_agent.proposers import get_proposer
-from task_agent.harness_io import load_harness, resolve_harness
-from task_agent.messages import Message, ModelSettings, ToolSpec
-from task_agent.models import ModelConfigError, get_model
-from task_agent.models.fake import FlakyModel, flaky_replays, needs_task
+from metaopt.benchmarks.registry import load_benchmark
+from metaopt.meta_agent.guard import Guard
+from metaopt.meta_agent.proposers import get_proposer
+from metaopt.task_agent.harness_io import load_harness, resolve_harness
+from metaopt.task_agent.messages import Message, ModelSettings, ToolSpec
+from metaopt.task_agent.models import ModelConfigError, get_model
+from metaopt.task_agent.models.fake import FlakyModel, flaky_replays, needs_task
 
 S = ModelSettings(model="fake/x")
 BASH = ToolSpec(name="bash", description="Run a command.",

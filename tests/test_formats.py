@@ -4,9 +4,9 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.formats import load_dataset
-from benchmarks.registry import BenchmarkError, load_benchmark
-from benchmarks.task import Task, TaskLoadError
+from metaopt.benchmarks.formats import load_dataset
+from metaopt.benchmarks.registry import BenchmarkError, load_benchmark
+from metaopt.benchmarks.task import Task, TaskLoadError
 
 COMPOSE = """services:
   client:

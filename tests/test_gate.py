@@ -5,7 +5,7 @@ import math
 import pytest
 from pydantic import ValidationError
 
-from meta_agent.gate import (
+from metaopt.meta_agent.gate import (
     ASSUMED_TASK_VARIANCE,
     Decision,
     GateRule,

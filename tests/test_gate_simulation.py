@@ -20,7 +20,7 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 
-from meta_agent.gate import GateRule, NoiseFloor, Scores, decide
+from metaopt.meta_agent.gate import GateRule, NoiseFloor, Scores, decide
 
 EXPERIMENTS = 500
 N_TASKS = 20

@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 
 from _docker_fixtures import metaopt
-from benchmarks.gptpretrain import bpe, corpus
-from benchmarks.gptpretrain.build import config_from_env, prepare_data
-from benchmarks.gptpretrain.verify import score
-from benchmarks.registry import BenchmarkError, load_benchmark
+from metaopt.benchmarks.gptpretrain import bpe, corpus
+from metaopt.benchmarks.gptpretrain.build import config_from_env, prepare_data
+from metaopt.benchmarks.gptpretrain.verify import score
+from metaopt.benchmarks.registry import BenchmarkError, load_benchmark
 
 torch = pytest.importorskip("torch")
 
@@ -62,7 +62,7 @@ def test_parquet_and_text_data_dirs_give_disjoint_splits(tmp_path, monkeypatch):
 def prepare_mod(tmp_path, monkeypatch):
     """The in-sandbox prepare.py, imported on the host with a tiny data/ folder."""
     import importlib.util
-    from benchmarks.gptpretrain.build import FILES
+    from metaopt.benchmarks.gptpretrain.build import FILES
 
     (tmp_path / "data").mkdir()
     (tmp_path / "data" / "meta.json").write_text(json.dumps(

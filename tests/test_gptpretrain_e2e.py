@@ -11,13 +11,13 @@ from pathlib import Path
 import pytest
 
 from _docker_fixtures import metaopt, require_base_image
-from evaluation import AgentResult, TrialResult
-from benchmarks.gptpretrain.build import build_task, config_from_env
-from benchmarks.gptpretrain.verify import load_baselines
-from evaluation import ImageCache, run_trial
-from sandbox.docker import DockerBackend
-from sandbox.images import ImageMap
-from traces.store import Store
+from metaopt.evaluation import AgentResult, TrialResult
+from metaopt.benchmarks.gptpretrain.build import build_task, config_from_env
+from metaopt.benchmarks.gptpretrain.verify import load_baselines
+from metaopt.evaluation import ImageCache, run_trial
+from metaopt.sandbox.docker import DockerBackend
+from metaopt.sandbox.images import ImageMap
+from metaopt.traces.store import Store
 
 # The first run builds the task image (Debian's python3-torch from the mirror: minutes), so
 # these tests get more than the suite's default 600 s.

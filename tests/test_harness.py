@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from task_agent.harness import Harness, HarnessError
-from task_agent.harness_io import harness_from_data, load_harness
+from metaopt.task_agent.harness import Harness, HarnessError
+from metaopt.task_agent.harness_io import harness_from_data, load_harness
 
-HARNESSES = Path(__file__).resolve().parent.parent / "harnesses"
+HARNESSES = Path(__file__).resolve().parent.parent / "metaopt" / "harnesses"
 
 
 def _write(folder: Path, data: dict, prompts: dict[str, str] | None = None) -> Path:

@@ -7,8 +7,8 @@ import tarfile
 
 import pytest
 
-from core.errors import ImageNotFound
-from sandbox.images import (
+from metaopt.core.errors import ImageNotFound
+from metaopt.sandbox.images import (
     ImageMap,
     context_digest,
     context_files,

@@ -10,9 +10,9 @@ import pytest
 
 pytest.importorskip("inspect_ai")
 
-from benchmarks.registry import BenchmarkError, load_benchmark  # noqa: E402
-from benchmarks.task import Task, TaskLoadError  # noqa: E402
-from traces.store import Store  # noqa: E402
+from metaopt.benchmarks.registry import BenchmarkError, load_benchmark  # noqa: E402
+from metaopt.benchmarks.task import Task, TaskLoadError  # noqa: E402
+from metaopt.traces.store import Store  # noqa: E402
 from _docker_fixtures import metaopt, require_base_image  # noqa: E402
 
 HERE = Path(__file__).parent / "inspect_tasks"
@@ -39,9 +39,9 @@ def _inspect_scores(kind: str, log_dir: Path) -> dict[str, float]:
     from inspect_ai.solver import solver
     from inspect_ai.util import sandbox as current_sandbox
 
-    import sandbox.inspect_env  # noqa: F401  registers the `metaopt` sandbox with inspect
-    from benchmarks.inspect_bridge.loader import _load
-    from benchmarks.inspect_bridge.scoring import to_float
+    import metaopt.sandbox.inspect_env  # noqa: F401  registers the `metaopt` sandbox with inspect
+    from metaopt.benchmarks.inspect_bridge.loader import _load
+    from metaopt.benchmarks.inspect_bridge.scoring import to_float
 
     commands, answer = _script()
 
@@ -97,7 +97,7 @@ def test_inspect_runs_samples_in_metaopt_sandbox(tmp_path):
     import docker
 
     assert _inspect_scores("metaopt", tmp_path / "logs") == EXPECTED
-    from sandbox.inspect_env import MetaoptSandboxEnvironment
+    from metaopt.sandbox.inspect_env import MetaoptSandboxEnvironment
 
     run_id = MetaoptSandboxEnvironment._run_id
     assert run_id is not None  # the samples really went through our sandbox
@@ -109,8 +109,8 @@ def test_inspect_runs_samples_in_metaopt_sandbox(tmp_path):
 def test_sample_files_and_setup_are_in_place_for_the_oracle(tmp_path, monkeypatch):
     """Files and setup are baked into the sample's image; the oracle runs metadata `solution`."""
     require_base_image()
-    from evaluation import OracleAgent, run_eval
-    from sandbox.docker import DockerBackend
+    from metaopt.evaluation import OracleAgent, run_eval
+    from metaopt.sandbox.docker import DockerBackend
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     name = f"inspect:{TASK_FILE}@staged_task"
@@ -126,8 +126,8 @@ def test_sample_files_and_setup_are_in_place_for_the_oracle(tmp_path, monkeypatc
 @pytest.mark.docker
 def test_a_scorer_that_raises_is_an_error_not_a_zero(tmp_path):
     require_base_image()
-    from evaluation import NopAgent, run_eval
-    from sandbox.docker import DockerBackend
+    from metaopt.evaluation import NopAgent, run_eval
+    from metaopt.sandbox.docker import DockerBackend
 
     name = f"inspect:{TASK_FILE}@raising_task"
     store = Store(tmp_path / "m.duckdb")
@@ -198,7 +198,7 @@ def test_samples_become_tasks(tmp_path, monkeypatch):
 
 
 def test_score_values_map_like_inspect_metrics():
-    from benchmarks.inspect_bridge.scoring import to_float
+    from metaopt.benchmarks.inspect_bridge.scoring import to_float
 
     assert [to_float(v) for v in ("C", "I", "P", "N", 0.25, True)] == [1.0, 0.0, 0.5, 0.0, 0.25, 1.0]
     assert to_float({"a": "C", "b": 0.0}) == 0.5 and to_float([1, "I", "C", "C"]) == 0.75

@@ -8,7 +8,7 @@ pytest.importorskip("inspect_ai")
 
 from inspect_ai.util._sandbox.self_check import *  # noqa: E402,F403  (the checks, collected as tests)
 
-from sandbox.base import SandboxSpec  # noqa: E402
+from metaopt.sandbox.base import SandboxSpec  # noqa: E402
 from _docker_fixtures import DEFAULT_TEST_IMAGE, docker_backend, require_base_image, test_run_id  # noqa: E402,F401
 
 pytestmark = [pytest.mark.docker, pytest.mark.anyio]
@@ -37,7 +37,7 @@ def container(docker_backend, test_run_id):  # noqa: F811
 
 @pytest.fixture
 def sandbox_env(request, container):
-    from sandbox.inspect_env import MetaoptSandboxEnvironment
+    from metaopt.sandbox.inspect_env import MetaoptSandboxEnvironment
 
     why = KNOWN_GAPS.get(request.node.originalname)
     if why:

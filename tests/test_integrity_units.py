@@ -9,18 +9,18 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.canary import canary_tasks, is_canary
-from benchmarks.formats import TaskFormatError, needs_services
-from benchmarks.harbor import load as load_harbor
-from benchmarks.registry import load_benchmark
-from benchmarks.scoring import Verdict, cross_check, parse_pytest_summary, score_pytest, score_reward, defined_tests
-from evaluation.result import TrialResult
-from meta_agent.guard import Guard, _text
-from meta_agent.guard_lint import verifier_writes
-from meta_agent.optimize import _charged, _refused
-from sandbox.tamper_text import views
-from sandbox.toolchain import is_static_elf
-from task_agent.harness_io import harness_from_data, load_harness, resolve_harness
+from metaopt.benchmarks.canary import canary_tasks, is_canary
+from metaopt.benchmarks.formats import TaskFormatError, needs_services
+from metaopt.benchmarks.harbor import load as load_harbor
+from metaopt.benchmarks.registry import load_benchmark
+from metaopt.benchmarks.scoring import Verdict, cross_check, parse_pytest_summary, score_pytest, score_reward, defined_tests
+from metaopt.evaluation.result import TrialResult
+from metaopt.meta_agent.guard import Guard, _text
+from metaopt.meta_agent.guard_lint import verifier_writes
+from metaopt.meta_agent.optimize import _charged, _refused
+from metaopt.sandbox.tamper_text import views
+from metaopt.sandbox.toolchain import is_static_elf
+from metaopt.task_agent.harness_io import harness_from_data, load_harness, resolve_harness
 
 SECTION = "=== short test summary info ===\n"
 
@@ -145,7 +145,7 @@ def test_canaries_ship_for_terminal_bench_and_spreadsheetbench_and_are_unsolvabl
 
 
 def test_a_multi_service_harbor_environment_is_a_load_error(tmp_path):
-    src = Path(__file__).parents[1] / "benchmarks" / "samples" / "terminalbench" / "access-log-offenders"
+    src = Path(__file__).parents[1] / "metaopt" / "benchmarks" / "samples" / "terminalbench" / "access-log-offenders"
     d = tmp_path / "two-services"
     shutil.copytree(src, d)
     (d / "environment" / "docker-compose.yaml").write_text("services:\n  main:\n    build: .\n  db:\n    image: postgres:16\n")

@@ -10,15 +10,15 @@ from pathlib import Path
 import yaml
 from _memory_helpers import EXP, MINIMAL, edit, episode
 
-from meta_agent.ledger import Ledger
-from meta_agent.proposers import Evidence
-from meta_agent.proposers import history as hist
-from meta_agent.proposers.llm import LLMProposer
-from meta_agent.proposers.llm_specs import COMPACT
-from meta_agent.proposers.text import harness_yaml
-from task_agent.harness import Harness
-from traces.store import Store
-from traces.tracing import Tracing
+from metaopt.meta_agent.ledger import Ledger
+from metaopt.meta_agent.proposers import Evidence
+from metaopt.meta_agent.proposers import history as hist
+from metaopt.meta_agent.proposers.llm import LLMProposer
+from metaopt.meta_agent.proposers.llm_specs import COMPACT
+from metaopt.meta_agent.proposers.text import harness_yaml
+from metaopt.task_agent.harness import Harness
+from metaopt.traces.store import Store
+from metaopt.traces.tracing import Tracing
 
 C0, C1 = f"{EXP}/c0", f"{EXP}/c1"
 

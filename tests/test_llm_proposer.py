@@ -15,17 +15,17 @@ from pathlib import Path
 import pytest
 import yaml
 
-from core.errors import UserError
-from evaluation import TrialResult
-from meta_agent.proposers import Evidence, get_proposer
-from meta_agent.proposers.heuristic import HeuristicProposer
-from meta_agent.proposers.llm import ELIDED, LLMProposer
-from meta_agent.proposers.llm_tools import harness_yaml
-from task_agent.harness_io import harness_from_data, load_harness, resolve_harness
-from task_agent.messages import Message, ModelResponse, TextPart, ToolCallPart
-from task_agent.models.toolcall_text import with_text_calls
-from core.errors import MissingApiKey
-from traces.store import Store
+from metaopt.core.errors import UserError
+from metaopt.evaluation import TrialResult
+from metaopt.meta_agent.proposers import Evidence, get_proposer
+from metaopt.meta_agent.proposers.heuristic import HeuristicProposer
+from metaopt.meta_agent.proposers.llm import ELIDED, LLMProposer
+from metaopt.meta_agent.proposers.llm_tools import harness_yaml
+from metaopt.task_agent.harness_io import harness_from_data, load_harness, resolve_harness
+from metaopt.task_agent.messages import Message, ModelResponse, TextPart, ToolCallPart
+from metaopt.task_agent.models.toolcall_text import with_text_calls
+from metaopt.core.errors import MissingApiKey
+from metaopt.traces.store import Store
 from _step_tasks import make_tasks
 from _docker_fixtures import metaopt, require_base_image
 
@@ -203,7 +203,7 @@ def test_cli_refuses_meta_models_it_cannot_build(tmp_path):
     for value, needle in [("llm", "provider/model"), ("smart", "not available"),
                           ("anthropic/claude-opus-4-1", "ANTHROPIC_API_KEY is not set"),
                           ("fake/script:/no/such.yaml", "cannot read fake script")]:
-        r = subprocess.run([sys.executable, "-m", "meta_agent.cli", "run", "--benchmark", "terminalbench-sample",
+        r = subprocess.run([sys.executable, "-m", "metaopt.meta_agent.cli", "run", "--benchmark", "terminalbench-sample",
                             "--model", "fake/solution", "--meta-model", value, "--db", str(tmp_path / "x.duckdb")],
                            capture_output=True, text=True, timeout=60)
         assert r.returncode == 2 and "--meta-model" in r.stderr and needle in r.stderr, (value, r.stderr)

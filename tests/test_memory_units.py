@@ -11,16 +11,16 @@ import pytest
 import yaml
 from _memory_helpers import EXP, MINIMAL, edit, episode, trial
 
-from meta_agent.ledger import Ledger
-from meta_agent.liveness import measure
-from meta_agent.predictions import Manifest, check
-from meta_agent.proposers import Evidence
-from meta_agent.proposers import history as hist
-from meta_agent.proposers.edits import Draft, EditError
-from meta_agent.proposers.heuristic import HeuristicProposer
-from traces.instrument import prompt_sha256
-from traces.store import Store
-from traces.tracing import Tracing
+from metaopt.meta_agent.ledger import Ledger
+from metaopt.meta_agent.liveness import measure
+from metaopt.meta_agent.predictions import Manifest, check
+from metaopt.meta_agent.proposers import Evidence
+from metaopt.meta_agent.proposers import history as hist
+from metaopt.meta_agent.proposers.edits import Draft, EditError
+from metaopt.meta_agent.proposers.heuristic import HeuristicProposer
+from metaopt.traces.instrument import prompt_sha256
+from metaopt.traces.store import Store
+from metaopt.traces.tracing import Tracing
 
 
 # -- predictions -------------------------------------------------------------------------------------
@@ -127,7 +127,7 @@ def test_history_records_flips_and_hides_held_out_tasks(store):
     assert c1.status == "rejected" and c1.diff and "max_turns" in c1.diff
     assert c1.flips("fixed") == ["t1"] and c1.flips("broke") == ["t2"]
     assert [t.task_id for t in c1.train] == ["t1", "t2"] and [g.stage for g in c1.gate] == ["validation"]
-    from meta_agent.proposers.history_view import candidate_text, compare_text, history_text
+    from metaopt.meta_agent.proposers.history_view import candidate_text, compare_text, history_text
     text = history_text([c0, c1]) + candidate_text(c1, [])
     assert "v1" not in text and "x1" not in text  # validation and test tasks never appear by name
     assert "validation: reject (delta +0.010, SE 0.020" in text and "fixed ['t1']; broke ['t2']" in text

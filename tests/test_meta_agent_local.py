@@ -14,14 +14,14 @@ from __future__ import annotations
 import pytest
 from _local_tasks import step_tasks
 
-from benchmarks.task import Solution
-from meta_agent.config import RunConfig
-from meta_agent.experiment import plan_experiment, start_experiment
-from meta_agent.proposers import history as hist
-from meta_agent.records import Candidate, GateDecision
-from task_agent.models import allow_model_requests
-from traces.store import Store
-from traces.tracing import Tracing
+from metaopt.benchmarks.task import Solution
+from metaopt.meta_agent.config import RunConfig
+from metaopt.meta_agent.experiment import plan_experiment, start_experiment
+from metaopt.meta_agent.proposers import history as hist
+from metaopt.meta_agent.records import Candidate, GateDecision
+from metaopt.task_agent.models import allow_model_requests
+from metaopt.traces.store import Store
+from metaopt.traces.tracing import Tracing
 
 HISTORY_TOOLS = {"history", "read_candidate", "compare_train_task"}
 

@@ -6,10 +6,10 @@ import json
 
 import pytest
 
-from task_agent.messages import (Message, ModelResponse, ModelSettings, ReasoningPart, TextPart,
+from metaopt.task_agent.messages import (Message, ModelResponse, ModelSettings, ReasoningPart, TextPart,
                                  ToolCallPart, ToolResultPart, ToolSpec, Usage)
-from task_agent.models import Model, ModelConfigError, get_model
-from task_agent.models.fake import EXHAUSTED, ScriptModel
+from metaopt.task_agent.models import Model, ModelConfigError, get_model
+from metaopt.task_agent.models.fake import EXHAUSTED, ScriptModel
 
 S = ModelSettings(model="fake/x")
 BASH = ToolSpec(name="bash", description="Run a command.",

@@ -10,12 +10,12 @@ import logging
 
 import pytest
 
-from task_agent.messages import (Message, ModelSettings, ReasoningPart, TextPart, ToolCallPart,
+from metaopt.task_agent.messages import (Message, ModelSettings, ReasoningPart, TextPart, ToolCallPart,
                                  ToolResultPart, ToolSpec, Usage)
-from task_agent.models import (MissingApiKey, ModelConfigError, ModelError, ModelRequestsBlocked,
+from metaopt.task_agent.models import (MissingApiKey, ModelConfigError, ModelError, ModelRequestsBlocked,
                                UnknownProvider, allow_model_requests, base, get_model)
-from task_agent.models.pricing import cost_usd, price_for
-from task_agent.models.retry import Failure, RetryPolicy, parse_retry_after
+from metaopt.task_agent.models.pricing import cost_usd, price_for
+from metaopt.task_agent.models.retry import Failure, RetryPolicy, parse_retry_after
 from wire_servers import (ANTHROPIC_PATH, OPENAI_PATH, WireServer, anthropic_error,
                                 anthropic_message, openai_completion, openai_error,
                                 openai_tool_call, redacted_thinking, text, thinking, tool_use)

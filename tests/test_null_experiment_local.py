@@ -8,10 +8,10 @@ from __future__ import annotations
 import pytest
 from _local_tasks import step_tasks
 
-from meta_agent.config import RunConfig
-from meta_agent.experiment import plan_experiment, start_experiment
-from meta_agent.records import Candidate, GateDecision, Spend
-from traces.store import Store
+from metaopt.meta_agent.config import RunConfig
+from metaopt.meta_agent.experiment import plan_experiment, start_experiment
+from metaopt.meta_agent.records import Candidate, GateDecision, Spend
+from metaopt.traces.store import Store
 
 
 @pytest.fixture(scope="module")

@@ -6,12 +6,12 @@ from __future__ import annotations
 import pytest
 from _local_tasks import step_tasks
 
-from meta_agent.config import RunConfig
-from meta_agent.experiment import find_experiment, plan_experiment, resume_experiment, start_experiment
-from meta_agent.records import Candidate, GateDecision
-from traces.explorer import queries as explorer
-from traces.store import Store
-from traces.tracing import Tracing
+from metaopt.meta_agent.config import RunConfig
+from metaopt.meta_agent.experiment import find_experiment, plan_experiment, resume_experiment, start_experiment
+from metaopt.meta_agent.records import Candidate, GateDecision
+from metaopt.traces.explorer import queries as explorer
+from metaopt.traces.store import Store
+from metaopt.traces.tracing import Tracing
 
 
 @pytest.fixture(scope="module")
@@ -85,7 +85,7 @@ def test_an_interrupted_experiment_resumes_and_reruns_nothing(tmp_path, backend)
 
 
 def test_resume_first_removes_the_sandboxes_a_killed_run_left(tmp_path, backend):
-    from sandbox.base import SandboxSpec
+    from metaopt.sandbox.base import SandboxSpec
 
     tasks = step_tasks(tmp_path / "tasks")
     db = tmp_path / "s.duckdb"

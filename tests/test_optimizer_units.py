@@ -4,11 +4,11 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.registry import load_benchmark
-from meta_agent.guard import Guard
-from meta_agent.splits import SplitError, parse_split, split_tasks
-from task_agent.harness import Harness
-from task_agent.harness_io import load_harness, resolve_harness
+from metaopt.benchmarks.registry import load_benchmark
+from metaopt.meta_agent.guard import Guard
+from metaopt.meta_agent.splits import SplitError, parse_split, split_tasks
+from metaopt.task_agent.harness import Harness
+from metaopt.task_agent.harness_io import load_harness, resolve_harness
 
 
 def test_split_is_seeded_and_order_free():

@@ -15,9 +15,9 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (ExportTrac
                                                                       ExportTraceServiceResponse)
 
 from test_traces import run_episode
-from traces.exporter import DuckDBSpanExporter
-from traces.otel import get_tracer, make_tracer_provider
-from traces.store import Store
+from metaopt.traces.exporter import DuckDBSpanExporter
+from metaopt.traces.otel import get_tracer, make_tracer_provider
+from metaopt.traces.store import Store
 
 
 class Collector(ThreadingHTTPServer):

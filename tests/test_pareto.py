@@ -5,11 +5,11 @@ from collections import Counter
 
 import pytest
 
-from meta_agent.records import CandidateView
-from meta_agent.strategies import get_strategy
-from meta_agent.strategies.pareto import Pareto, frontier, merge
-from task_agent.harness import Harness
-from task_agent.harness_io import load_harness, resolve_harness
+from metaopt.meta_agent.records import CandidateView
+from metaopt.meta_agent.strategies import get_strategy
+from metaopt.meta_agent.strategies.pareto import Pareto, frontier, merge
+from metaopt.task_agent.harness import Harness
+from metaopt.task_agent.harness_io import load_harness, resolve_harness
 
 BASE = load_harness(resolve_harness("minimal"))
 

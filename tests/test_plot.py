@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from meta_agent import plot
+from metaopt.meta_agent import plot
 
 POINTS = [
     {"iteration": 0, "status": "baseline", "score": 0.40},

@@ -17,15 +17,15 @@ from pathlib import Path
 import docker
 import pytest
 
-from traces.store import Store
+from metaopt.traces.store import Store
 from _docker_fixtures import docker_backend, make_sandbox, require_base_image, test_image, test_run_id  # noqa: F401
 from _ray_cluster import RayCluster
 from _step_tasks import make_tasks
-from evaluation.ray_node import DISPATCH, cleanup_on_node
+from metaopt.evaluation.ray_node import DISPATCH, cleanup_on_node
 
 pytest.importorskip("ray", reason="the ray executor needs metaopt[ray] (scripts/setup.sh installs it)")
 pytestmark = pytest.mark.docker
-SAMPLES = Path(__file__).parents[1] / "benchmarks" / "samples" / "terminalbench"
+SAMPLES = Path(__file__).parents[1] / "metaopt" / "benchmarks" / "samples" / "terminalbench"
 
 
 @pytest.fixture(scope="module")
@@ -38,12 +38,12 @@ def cluster(tmp_path_factory):
 
 
 def cli(cluster: RayCluster, *args: str, timeout: float = 900) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "meta_agent.cli", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "metaopt.meta_agent.cli", *args], capture_output=True, text=True,
                           timeout=timeout, env=cluster.env)
 
 
 def start(cluster: RayCluster, *args: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "meta_agent.cli", *args], stdout=subprocess.PIPE,
+    return subprocess.Popen([sys.executable, "-m", "metaopt.meta_agent.cli", *args], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env=cluster.env)
 
 

@@ -8,13 +8,13 @@ from importlib.metadata import EntryPoint
 
 import pytest
 
-from core.errors import MissingExtra, UnknownName, UserError
-from core.registry import Registry
-from evaluation import TrialResult
-from meta_agent.records import Candidate, GateDecision, Spend
-from task_agent.harness_io import load_harness, resolve_harness
-from traces.records import Record
-from traces.store import Store
+from metaopt.core.errors import MissingExtra, UnknownName, UserError
+from metaopt.core.registry import Registry
+from metaopt.evaluation import TrialResult
+from metaopt.meta_agent.records import Candidate, GateDecision, Spend
+from metaopt.task_agent.harness_io import load_harness, resolve_harness
+from metaopt.traces.records import Record
+from metaopt.traces.store import Store
 
 FULL = TrialResult(
     trial_id="r/t/0", run_id="r", benchmark="b", task_id="t", attempt=0, agent="h@fake/nop", score=0.5,
@@ -74,7 +74,7 @@ def test_registry_lookup_lists_the_known_names_and_plugins_cannot_replace_builti
         reg.load("yaml")
     assert isinstance(e.value, UserError)
     plugins = [EntryPoint("json", "os:getcwd", "metaopt.widgets"), EntryPoint("cwd", "os:getcwd", "metaopt.widgets")]
-    monkeypatch.setattr("core.registry.entry_points", lambda group: [p for p in plugins if p.group == group])
+    monkeypatch.setattr("metaopt.core.registry.entry_points", lambda group: [p for p in plugins if p.group == group])
     assert reg.names() == ["json", "cwd"] and reg.load("json") is __import__("json").dumps
     assert reg.load("cwd") is __import__("os").getcwd
 

@@ -19,10 +19,10 @@ from _docker_fixtures import (  # noqa: F401  (fixtures)
 )
 from sandbox_conformance import SandboxConformance
 
-from sandbox.base import SandboxSpec
-from sandbox.docker import DockerBackend
-from core.errors import ImageBuildError, ImageNotFound, SandboxError, SandboxUnavailable
-from sandbox.images import ImageMap
+from metaopt.sandbox.base import SandboxSpec
+from metaopt.sandbox.docker import DockerBackend
+from metaopt.core.errors import ImageBuildError, ImageNotFound, SandboxError, SandboxUnavailable
+from metaopt.sandbox.images import ImageMap
 
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(120)]
 

@@ -9,8 +9,8 @@ import time
 import pytest
 from sandbox_conformance import SandboxConformance
 
-from sandbox.base import SandboxSpec
-from sandbox.local import HOST_IMAGE, LocalBackend
+from metaopt.sandbox.base import SandboxSpec
+from metaopt.sandbox.local import HOST_IMAGE, LocalBackend
 
 
 @pytest.fixture(scope="module")

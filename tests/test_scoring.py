@@ -1,6 +1,6 @@
 """The fixed scorers: TB1 pytest summaries, Harbor rewards, infrastructure errors."""
 
-from benchmarks.scoring import parse_pytest_summary, score_pytest, score_reward
+from metaopt.benchmarks.scoring import parse_pytest_summary, score_pytest, score_reward
 
 SUMMARY = """
 ============================= test session starts ==============================

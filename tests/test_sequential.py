@@ -8,9 +8,9 @@ import random
 
 import pytest
 
-from meta_agent.error_control import AlphaSpending
-from meta_agent.gate import NoiseFloor
-from meta_agent.sequential import (
+from metaopt.meta_agent.error_control import AlphaSpending
+from metaopt.meta_agent.gate import NoiseFloor
+from metaopt.meta_agent.sequential import (
     Look,
     SequentialRule,
     Verdict,
@@ -19,7 +19,7 @@ from meta_agent.sequential import (
     select_look,
     validate,
 )
-from meta_agent.task_order import interleave, selection_plan
+from metaopt.meta_agent.task_order import interleave, selection_plan
 
 TASKS = [f"t{i:02d}" for i in range(10)]
 RULE = SequentialRule()

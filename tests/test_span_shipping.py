@@ -7,12 +7,12 @@ import json
 
 import pytest
 
-from traces.exporter import DuckDBSpanExporter
-from traces.instrument import agent_span, tool_span
-from traces.otel import OTLP_ENV, get_tracer, make_tracer_provider
-from traces.shipping import CollectingExporter, collecting_tracing, ingest, span_from_dict
-from traces.store import Store
-from traces.tracing import Tracing
+from metaopt.traces.exporter import DuckDBSpanExporter
+from metaopt.traces.instrument import agent_span, tool_span
+from metaopt.traces.otel import OTLP_ENV, get_tracer, make_tracer_provider
+from metaopt.traces.shipping import CollectingExporter, collecting_tracing, ingest, span_from_dict
+from metaopt.traces.store import Store
+from metaopt.traces.tracing import Tracing
 from test_traces import run_episode
 
 

@@ -7,7 +7,7 @@ import datetime as dt
 import openpyxl
 import pytest
 
-from benchmarks.spreadsheet.compare import (AnswerPositionError, Area, ScorerError, compare, load_values,
+from metaopt.benchmarks.spreadsheet.compare import (AnswerPositionError, Area, ScorerError, compare, load_values,
                                             parse_answer_position, same, transform)
 
 

@@ -20,7 +20,7 @@ def _docker():
     require_base_image()
 
 
-PACKAGED = Path(__file__).parents[1] / "benchmarks" / "samples" / "spreadsheetbench"
+PACKAGED = Path(__file__).parents[1] / "metaopt" / "benchmarks" / "samples" / "spreadsheetbench"
 FAKE_TASKS = "line-totals,due-dates,filter-high,rename-total"  # formulas, dates, new sheet, one case
 
 

@@ -14,9 +14,9 @@ from pathlib import Path
 import openpyxl
 import pytest
 
-from benchmarks.spreadsheet.verdict import score_spreadsheet
+from metaopt.benchmarks.spreadsheet.verdict import score_spreadsheet
 
-EVALUATE = Path(__file__).parent.parent / "benchmarks" / "spreadsheet" / "evaluate.py"
+EVALUATE = Path(__file__).parent.parent / "metaopt" / "benchmarks" / "spreadsheet" / "evaluate.py"
 TID = "t-1"
 DOUBLE = """import sys, openpyxl
 wb = openpyxl.load_workbook(sys.argv[1]); ws = wb["Data"]

@@ -9,10 +9,10 @@ import openpyxl
 import pytest
 
 from _docker_fixtures import metaopt
-from benchmarks.registry import BenchmarkError, load_benchmark
-from benchmarks.task import Task, TaskLoadError
+from metaopt.benchmarks.registry import BenchmarkError, load_benchmark
+from metaopt.benchmarks.task import Task, TaskLoadError
 
-PACKAGED = Path(__file__).parents[1] / "benchmarks" / "samples" / "spreadsheetbench"
+PACKAGED = Path(__file__).parents[1] / "metaopt" / "benchmarks" / "samples" / "spreadsheetbench"
 
 
 @pytest.fixture(autouse=True)
@@ -130,7 +130,7 @@ def test_spreadsheetbench_needs_a_dataset():
 
 def test_the_packaged_sample_is_what_make_samples_builds(tmp_path, monkeypatch):
     """make_samples also refuses a case whose input already passes (no vacuous task)."""
-    from benchmarks.spreadsheet import make_samples
+    from metaopt.benchmarks.spreadsheet import make_samples
 
     monkeypatch.setattr(make_samples, "OUT", tmp_path / "built")
     make_samples.main()

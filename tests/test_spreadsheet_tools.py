@@ -12,7 +12,7 @@ import sys
 import openpyxl
 import pytest
 
-from task_agent.harness_io import load_harness, resolve_harness
+from metaopt.task_agent.harness_io import load_harness, resolve_harness
 
 
 @pytest.fixture(scope="module")

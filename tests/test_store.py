@@ -3,9 +3,9 @@
 import duckdb
 import pytest
 
-from traces.migrations import MIGRATIONS
-from evaluation import TrialResult
-from traces.store import Store, StoreError
+from metaopt.traces.migrations import MIGRATIONS
+from metaopt.evaluation import TrialResult
+from metaopt.traces.store import Store, StoreError
 
 
 def test_migrations_are_recorded_once(tmp_path):

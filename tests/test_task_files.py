@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.registry import load_benchmark
-from evaluation.task_files import CACHE_ENV, pack, unpack
-from sandbox.images import context_digest, context_files
+from metaopt.benchmarks.registry import load_benchmark
+from metaopt.evaluation.task_files import CACHE_ENV, pack, unpack
+from metaopt.sandbox.images import context_digest, context_files
 
 
 @pytest.fixture(autouse=True)

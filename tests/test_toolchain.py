@@ -8,10 +8,10 @@ import time
 
 import pytest
 
-from sandbox import forensics as fx
-from sandbox.base import SandboxSpec
-from sandbox.tamper import Scope, scan
-from sandbox.toolchain import Toolchain
+from metaopt.sandbox import forensics as fx
+from metaopt.sandbox.base import SandboxSpec
+from metaopt.sandbox.tamper import Scope, scan
+from metaopt.sandbox.toolchain import Toolchain
 from _docker_fixtures import (DEFAULT_TEST_IMAGE, built_images, docker_backend, make_sandbox,  # noqa: F401
                               test_image, test_run_id)
 

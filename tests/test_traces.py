@@ -12,14 +12,14 @@ import pytest
 from opentelemetry import trace
 from opentelemetry.sdk.trace.export import SpanExportResult
 
-from evaluation import TrialResult
-from task_agent.messages import Message, ModelSettings, ToolResultPart, ToolSpec, Usage
-from task_agent.models import get_model
-from traces import queries
-from traces.exporter import DuckDBSpanExporter
-from traces.instrument import TracedModel, agent_span, tool_span
-from traces.otel import OTLP_ENV, get_tracer, make_tracer_provider
-from traces.store import Store
+from metaopt.evaluation import TrialResult
+from metaopt.task_agent.messages import Message, ModelSettings, ToolResultPart, ToolSpec, Usage
+from metaopt.task_agent.models import get_model
+from metaopt.traces import queries
+from metaopt.traces.exporter import DuckDBSpanExporter
+from metaopt.traces.instrument import TracedModel, agent_span, tool_span
+from metaopt.traces.otel import OTLP_ENV, get_tracer, make_tracer_provider
+from metaopt.traces.store import Store
 
 SCRIPT = """
 - reasoning: "I should list the files first"

@@ -1,3 +1,0 @@
-from meta_agent.cli import main
-
-main()

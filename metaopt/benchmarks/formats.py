@@ -1,0 +1,94 @@
+"""Format detection and dataset loading: a path becomes a list of Tasks (or load errors)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from metaopt.benchmarks.task import Task, TaskLoadError
+from metaopt.core.errors import TaskFormatError
+
+
+def first_error(e: ValidationError) -> str:
+    """One line for the first pydantic error: `field 'a.b': message`."""
+    err = e.errors()[0]
+    loc = ".".join(str(p) for p in err["loc"]) or "(root)"
+    if err["type"] == "missing":
+        return f"missing required field '{loc}'"
+    return f"field '{loc}': {err['msg']}"
+
+
+def dockerfile_workdir(text: str) -> str | None:
+    """The last WORKDIR of a Dockerfile, or None (= whatever the base image says)."""
+    found = re.findall(r"^\s*WORKDIR\s+(\S+)", text, flags=re.MULTILINE | re.IGNORECASE)
+    return found[-1].strip("\"'") if found else None
+
+
+def detect(task_dir: Path) -> str | None:
+    """The format of a task directory, by marker file: 'tb1', 'harbor' or None."""
+    if (task_dir / "task.yaml").is_file():
+        return "tb1"
+    if (task_dir / "task.toml").is_file():
+        return "harbor"
+    return None
+
+
+def load_task(task_dir: Path, benchmark: str) -> Task:
+    from metaopt.benchmarks import harbor, tb1
+
+    fmt = detect(task_dir)
+    if fmt == "tb1":
+        return tb1.load(task_dir, benchmark)
+    if fmt == "harbor":
+        return harbor.load(task_dir, benchmark)
+    raise TaskFormatError(f"{task_dir}: no task.yaml or task.toml")
+
+
+def load_dataset(path: Path, benchmark: str) -> list[Task | TaskLoadError]:
+    """Every task under `path` (a task directory itself, or a directory of task directories),
+    sorted by id. A malformed task becomes a TaskLoadError; the others still load.
+    Raises FileNotFoundError / TaskFormatError when the path holds no task at all."""
+    path = Path(path)
+    if not path.is_dir():
+        raise FileNotFoundError(f"dataset path {path} does not exist or is not a directory")
+    if (path / "dataset.json").is_file():  # raw SpreadsheetBench (reference section 0)
+        from metaopt.benchmarks.spreadsheet.loader import load_dataset as load_spreadsheets
+        return load_spreadsheets(path, benchmark)
+    dirs = [path] if detect(path) else sorted(p for p in path.iterdir() if p.is_dir() and detect(p))
+    if not dirs:
+        raise TaskFormatError(f"{path}: no tasks found (looked for task.yaml or task.toml in it and its subdirectories)")
+    out: list[Task | TaskLoadError] = []
+    for d in dirs:
+        try:
+            out.append(load_task(d, benchmark))
+        except (TaskFormatError, OSError, UnicodeDecodeError) as e:
+            out.append(TaskLoadError(id=d.name, source_dir=d, error=str(e)))
+    return out
+
+
+_SERVICE_WORDS = re.compile(
+    r"\b(?:localhost|127\.0\.0\.1|0\.0\.0\.0|::1|sockets?|https?|ports?|connect\w*|requests|urllib\d?|httpx|aiohttp|"
+    r"psycopg\d?|psql|pg_\w+|redis\w*|mysql\w*|mariadb|mongo\w*|postgres\w*|sqlalchemy|grpc\w*|curl|wget|nc|netcat|"
+    r"ncat|telnet|ssh\w*|s?ftp|smtp\w*|imap|dig|nslookup|servers?|services?|daemons?|systemctl|supervisor\w*|"
+    r"pgrep|pkill|pidof|ps|psutil|process(?:es)?|listen\w*|nginx|apache\d?|httpd|uvicorn|gunicorn|flask|fastapi|"
+    r"django|docker|kafka|rabbitmq|amqp|zmq|websockets?|tcp|udp|sock|ss|netstat|lsof|proc|background|database|"
+    r"cron\w*|watch\w*|inotify\w*|queue|worker|broker|endpoint|api|url)\b", re.I)
+_INSTALL_LINE = re.compile(r"astral\.sh|\bapt(?:-get)?\s+(?:-\S+\s+)*(?:update|install)|\bpip3?\s+install|\buvx?\s+(?:pip|add|venv|init|sync)", re.I)
+
+
+def needs_services(instruction: str, test_files: list[Path]) -> bool:
+    """Whether the task may need processes the agent started to stay up for its verifier (a
+    server its tests talk to): its instruction or test files name a network, service or process
+    word (installer lines of the test scripts aside, they fetch uv and pytest in every task).
+    Otherwise every agent process is killed before the tests are copied in: a process kept
+    alive beside the verifier could read the copied tests and write what they expect."""
+    texts = [instruction]
+    for p in test_files:
+        for f in (sorted(x for x in p.rglob("*") if x.is_file()) if p.is_dir() else [p] if p.is_file() else []):
+            try:
+                texts.append(f.read_text(errors="replace")[:1 << 20])
+            except OSError:
+                return True
+    return any(_SERVICE_WORDS.search(ln) for t in texts for ln in t.splitlines() if not _INSTALL_LINE.search(ln))

@@ -1,0 +1,156 @@
+"""Harbor / Terminal-Bench 2.x task directories (`task.toml` + `instruction.md`).
+
+Keys and defaults follow harbor 0.25.0 (shared/reference/benchmark-formats.md section 2).
+Unknown keys are ignored for forward compatibility; known keys are type-checked.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from metaopt.benchmarks.formats import TaskFormatError, dockerfile_workdir, first_error, needs_services
+from metaopt.benchmarks.task import Environment, Resources, Solution, Task, Verifier
+
+MARKER = "task.toml"
+REWARD_DIR = "/logs/verifier"
+
+
+class _Agent(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    timeout_sec: float = 600.0
+    user: str | None = None
+
+
+class _Verifier(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    timeout_sec: float = 600.0
+    env: dict[str, str] = {}
+    user: str | None = None
+    environment_mode: Literal["shared", "separate"] = "shared"
+
+
+class _Environment(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    docker_image: str | None = None
+    cpus: float | None = None
+    memory_mb: int | None = None
+    memory: str | None = None  # deprecated "2G"
+    gpus: int = 0
+    network_mode: Literal["public", "no-network", "allowlist"] | None = None
+    allow_internet: bool | None = None  # deprecated
+    workdir: str | None = None
+
+
+class _TaskToml(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    metadata: dict = {}
+    agent: _Agent = _Agent()
+    verifier: _Verifier = _Verifier()
+    environment: _Environment = _Environment()
+    steps: list = []
+
+
+def load(task_dir: Path, benchmark: str) -> Task:
+    """Load one Harbor task directory. Raises TaskFormatError naming the file and field."""
+    path = task_dir / MARKER
+    try:
+        raw = tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as e:
+        raise TaskFormatError(f"{path}: not valid TOML ({e})") from None
+    try:
+        cfg = _TaskToml.model_validate(raw)
+    except ValidationError as e:
+        raise TaskFormatError(f"{path}: {first_error(e)}") from None
+    if cfg.steps:
+        raise TaskFormatError(f"{path}: multi-step tasks ([[steps]]) are not supported yet")
+    if cfg.verifier.environment_mode == "separate":
+        raise TaskFormatError(f"{path}: [verifier].environment_mode = 'separate' is not supported yet")
+
+    instruction = task_dir / "instruction.md"
+    if not instruction.is_file():
+        raise TaskFormatError(f"{instruction}: missing (the task's instruction)")
+    test_sh = task_dir / "tests" / "test.sh"
+    if not test_sh.is_file():
+        raise TaskFormatError(f"{test_sh}: missing (the task's verifier)")
+
+    env_dir = task_dir / "environment"
+    _single_service(env_dir / "docker-compose.yaml")
+    dockerfile = env_dir / "Dockerfile"
+    env = cfg.environment
+    if not dockerfile.is_file() and not env.docker_image:
+        raise TaskFormatError(f"{path}: no environment/Dockerfile and no [environment].docker_image")
+    workdir = env.workdir or (dockerfile_workdir(dockerfile.read_text(errors="replace")) if dockerfile.is_file() else None)
+
+    solve = task_dir / "solution" / "solve.sh"
+    solution = None
+    if solve.is_file():
+        solution = Solution(files=[(task_dir / "solution", "/solution")], command="bash /solution/solve.sh")
+
+    meta = {k: v for k, v in cfg.metadata.items() if isinstance(v, (str, int, float, bool))}
+    tags = cfg.metadata.get("tags", [])
+    return Task(
+        id=task_dir.name,
+        benchmark=benchmark,
+        format="harbor",
+        source_dir=task_dir,
+        instruction=instruction.read_text(),
+        environment=Environment(
+            context_dir=env_dir if dockerfile.is_file() else None,
+            image=env.docker_image,
+        ),
+        workdir=workdir,
+        agent_user=cfg.agent.user,
+        agent_timeout_s=cfg.agent.timeout_sec,
+        verifier=Verifier(
+            files=[(task_dir / "tests", "/tests")],
+            command="bash /tests/test.sh",
+            timeout_s=cfg.verifier.timeout_sec,
+            env=cfg.verifier.env,
+            user=cfg.verifier.user or "root",
+            keep_services=needs_services(instruction.read_text(), [task_dir / "tests"]),
+        ),
+        scoring="reward",
+        solution=solution,
+        resources=Resources(cpus=env.cpus, memory_mb=env.memory_mb or _memory_mb(env.memory, path), gpus=env.gpus),
+        network=_network(env),
+        tags=[str(t) for t in tags] if isinstance(tags, list) else [],
+        metadata=meta,
+    )
+
+
+def _single_service(compose: Path) -> None:
+    """A multi-service environment (a compose file naming more than one service) cannot run in
+    one container: refuse it as a load error rather than score it without its services."""
+    if not compose.is_file():
+        return
+    try:
+        doc = yaml.safe_load(compose.read_text()) or {}
+    except yaml.YAMLError as e:
+        raise TaskFormatError(f"{compose}: not valid YAML ({str(e).splitlines()[0]})") from None
+    services = doc.get("services") if isinstance(doc, dict) else None
+    if isinstance(services, dict) and len(services) > 1:
+        raise TaskFormatError(f"{compose}: {len(services)} services ({', '.join(sorted(map(str, services)))}) are not "
+                              f"supported yet: only single-container tasks run")
+
+
+def _network(env: _Environment) -> bool:
+    """No network unless the task asks for it (explicitly public, allowlist, or allow_internet)."""
+    if env.network_mode is not None:
+        return env.network_mode != "no-network"
+    return bool(env.allow_internet)
+
+
+def _memory_mb(memory: str | None, path: Path) -> int | None:
+    if memory is None:
+        return None
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([KMGT]?)i?B?\s*", memory, flags=re.IGNORECASE)
+    if not m:
+        raise TaskFormatError(f"{path}: field 'environment.memory': cannot read '{memory}' (e.g. '2G')")
+    scale = {"": 1 / 2**20, "K": 1 / 1024, "M": 1, "G": 1024, "T": 1024 * 1024}[m.group(2).upper()]
+    return int(float(m.group(1)) * scale)

@@ -1,0 +1,134 @@
+"""Scorers by scoring kind: each benchmark registers the scorer of its kind here.
+
+A scorer runs the task's fixed verifier in the sandbox the agent left (after the agent stopped)
+and turns what it printed or wrote into a Verdict:
+
+    SCORERS.load(task.scoring)(task, sandbox, VerifyContext(...)) -> Verification
+
+Built-ins: `pytest` (Terminal-Bench 1.x), `reward` (Harbor / TB2), `spreadsheet`, `val_bpb`
+(gptpretrain), `inspect` (inspect-ai tasks); plugins add kinds through the `metaopt.scorers`
+entry-point group. A scorer never raises for the agent's failures: they are verdicts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Protocol
+
+from metaopt.benchmarks.scoring import Verdict, score_pytest, score_reward
+from metaopt.benchmarks.task import Task
+from metaopt.core.registry import Registry
+from metaopt.sandbox.base import Sandbox
+from metaopt.task_agent.messages import Transcript
+
+OUTPUT_LIMIT = 200_000  # characters of verifier output kept per trial (head + tail)
+
+SCORERS = Registry("scoring kind", "metaopt.scorers", {
+    "pytest": "metaopt.benchmarks.scorers:verify_pytest",
+    "reward": "metaopt.benchmarks.scorers:verify_reward",
+    "spreadsheet": "metaopt.benchmarks.spreadsheet.verdict:verify_spreadsheet",
+    "val_bpb": "metaopt.benchmarks.gptpretrain.verify:verify_val_bpb",
+    "inspect": "metaopt.benchmarks.inspect_bridge.scoring:verify_inspect",
+})
+
+
+@dataclass(frozen=True)
+class VerifyContext:
+    """What a scorer may know besides the task and the sandbox."""
+
+    timeout_multiplier: float = 1.0
+    """Scales the verifier's timeout (scores are comparable only at 1.0)."""
+    attempt: int = 0
+    transcript: Transcript | None = None
+    """The agent's transcript, for scorers that grade the answer (None for untraced agents)."""
+    env: dict[str, str] = field(default_factory=dict)
+    """Environment for the verifier's command on top of the task's own (the integrity steps pin
+    HOME and, offline, make apt fail fast)."""
+    toolchain: Any = None
+    """sandbox.toolchain.Toolchain installed at verify time: the runner's own steps run under it."""
+    check: Callable[[str], None] | None = None
+    """Called after the verifier's files are copied in ("copy-in") and after it ran ("after the
+    verifier"): compares what is in the sandbox with the host's files."""
+
+
+@dataclass(frozen=True)
+class Verification:
+    verdict: Verdict
+    output: str = ""
+    """What the verifier printed (clipped to OUTPUT_LIMIT, head and tail)."""
+    exit_code: int | None = None
+
+
+class Scorer(Protocol):
+    def __call__(self, task: Task, sb: Sandbox, ctx: VerifyContext) -> Verification:
+        """Run the task's verifier in `sb` and score it. Never raises for the agent's failures."""
+        ...
+
+
+def run_verifier(task: Task, sb: Sandbox, ctx: VerifyContext) -> Verification | tuple[str, int]:
+    """Copy the verifier's files in (only now) and run its command as its user in a fresh exec:
+    (output, exit code), or a timeout Verification."""
+    v = task.verifier
+    for host, dest in v.files:
+        sb.copy_in(host, dest)
+    if ctx.check:
+        ctx.check("copy-in")
+    timeout = v.timeout_s * ctx.timeout_multiplier
+    r = sb.exec(v.command, timeout=timeout, workdir=task.workdir, env={**v.env, **ctx.env}, user=v.user)
+    output = clip(r.stdout + ("\n" + r.stderr if r.stderr else ""))
+    if ctx.check:
+        ctx.check("after the verifier")
+    if r.timed_out:
+        return Verification(Verdict(0.0, "timeout", failure_mode="test_timeout",
+                                    error=f"verifier ran past its {timeout:.0f} s timeout"), output, None)
+    return output, r.exit_code
+
+
+def verify_pytest(task: Task, sb: Sandbox, ctx: VerifyContext) -> Verification:
+    run = run_verifier(task, sb, ctx)
+    if isinstance(run, Verification):
+        return run
+    output, code = run
+    return Verification(score_pytest(output), output, code)
+
+
+def verify_reward(task: Task, sb: Sandbox, ctx: VerifyContext) -> Verification:
+    if ctx.toolchain is None:  # without the integrity steps (which recreate /logs/verifier empty)
+        sb.exec("rm -rf /logs/verifier/reward.txt /logs/verifier/reward.json; mkdir -p /logs/verifier", user="root")
+    run = run_verifier(task, sb, ctx)
+    if isinstance(run, Verification):
+        return run
+    output, code = run
+    (rj, pj), (rt, pt) = read_small(sb, "/logs/verifier/reward.json"), read_small(sb, "/logs/verifier/reward.txt")
+    return Verification(score_reward(rj, rt, output, problem=pj or pt), output, code)
+
+
+def read_small(sb: Sandbox, path: str, limit: int = 64 << 10) -> tuple[bytes | None, str | None]:
+    """(content, None); (None, None) when absent; (None, why) when `path` is not a regular file of
+    at most `limit` bytes (a directory, a FIFO, a link, too large). Through the Docker API when the
+    sandbox has one (nothing runs in the container); never raises for what the path is."""
+    if hasattr(sb, "api") and hasattr(sb, "id"):
+        from metaopt.sandbox.forensics import read_entry
+
+        e = read_entry(sb, path, limit=limit, hash_limit=limit)
+        if e.kind == "missing":
+            return None, None
+        if e.kind != "file":
+            return None, f"{path} is a {e.kind}" + (f" (-> {e.link})" if e.link else "")
+        if e.size > limit or e.data is None:
+            return None, f"{path} is {e.size} bytes (more than {limit})"
+        return e.data, None
+    try:
+        data = sb.read_file(path)
+    except FileNotFoundError:
+        return None, None
+    except OSError as err:
+        return None, f"{path}: {err}"
+    return (data, None) if len(data) <= limit else (None, f"{path} is {len(data)} bytes (more than {limit})")
+
+
+def clip(text: str) -> str:
+    if len(text) <= OUTPUT_LIMIT:
+        return text
+    half = OUTPUT_LIMIT // 2
+    return text[:half] + f"\n[... {len(text) - OUTPUT_LIMIT} characters omitted ...]\n" + text[-half:]

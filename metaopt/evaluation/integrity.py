@@ -1,0 +1,345 @@
+"""Verifier integrity for one trial: nothing in the container is trusted at verify time.
+
+Order, after the agent returns (see README "How a trial runs and is scored"):
+1. `revive`: a container whose main process the agent ended is started again (its files stay).
+2. `prepare`: the static toolchain goes in at a fresh random path; PID 1 and the main process are
+   compared with the facts taken before the agent ran (ptrace injection); every agent process is
+   stopped (TB tasks: all but listening services and their descendants); then the tamper scan
+   from outside (sandbox.tamper: docker diff, hashes vs the pristine image); compiled bytecode
+   and installer caches the agent wrote are deleted; the test and reward directories are removed
+   and created empty, whatever they had become.
+3. The caller copies the tests in (Docker API) and runs the verifier with `env()` (HOME pinned to
+   the image's, APT_CONFIG failing fast offline); `check_tests` compares the copied tests with
+   the host's before and after the run.
+4. `judge`: evidence makes the trial `tampered` (score 0, never NULL); a pass whose reward
+   contradicts the verifier's own per-test output is `tampered`; an error that looks like infra
+   is re-run on a pristine container of the image (cached per image and verifier) and stays an
+   error only if it reproduces there, otherwise the agent broke its verifier: 0, `failed`.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import posixpath
+import re
+import threading
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, Callable
+
+from metaopt.benchmarks.scoring import RECHECK, Verdict, cross_check, defined_tests
+from metaopt.benchmarks.task import Task
+from metaopt.core.errors import SandboxError, SandboxUnavailable
+from metaopt.sandbox import forensics as fx
+from metaopt.sandbox.tamper import MAX_EVIDENCE, Evidence, Scope, scan
+from metaopt.sandbox.tamper_content import RUNNER_SIGNATURES, SIGNATURES
+from metaopt.sandbox.tamper_text import find
+from metaopt.sandbox.toolchain import PROC_FACTS, Toolchain
+
+REWARD_DIR = "/logs/verifier"
+VERIFIER_PACKAGES = {"spreadsheet": ("openpyxl", "et_xmlfile")}
+"""Python packages a scorer's in-sandbox verifier imports, by scoring (judged like pytest's own)."""
+
+
+class TrialIntegrity:
+    """The integrity steps of one trial in sandbox `sb` (a DockerSandbox). Backends without the
+    Docker API (LocalSandbox) get none of them: `supported` is False and a note says so."""
+
+    def __init__(self, task: Task, sb: Any, *, backend: Any = None, run_id: str = "", spec: Any = None,
+                 recheck: bool = True):
+        self.task, self.sb, self.backend, self.run_id, self.spec = task, sb, backend, run_id, spec
+        self.supported = hasattr(sb, "api") and hasattr(sb, "id")
+        self.recheck = recheck and backend is not None and spec is not None
+        self.evidence: list[Evidence] = []
+        self.report: dict[str, Any] = {"checks": []}
+        self.tc: Toolchain | None = None
+        self._facts: list[str] | None = None
+        self._scope: Scope | None = None
+        self._t = 0.0
+
+    # -- before the agent ----------------------------------------------------------------------
+    def start(self) -> None:
+        """Record PID 1 and the main process before the agent can touch them (the image's own
+        sh and awk are still pristine now). Sampled until two reads agree and the main process
+        has exec'd (right after the start it can still be init's fork); else no hijack check."""
+        if not self.supported:
+            return
+        prev: list[str] | None = None
+        for _ in range(15):
+            r = self.sb.exec(["sh", "-c", PROC_FACTS], user="0", timeout=30)
+            facts = [ln for ln in r.stdout.splitlines() if ln.strip()] if r.ok else None
+            settled = facts is not None and len(facts) == 2 and facts[0].split("|")[1] != facts[1].split("|")[1]
+            if settled and facts == prev:
+                self._facts = facts
+                return
+            if not settled:
+                time.sleep(0.2)
+            prev = facts
+        self._facts = None
+        self.report["checks"].append("PID 1 and the main process did not settle at start: no hijack check")
+
+    # -- after the agent -----------------------------------------------------------------------
+    def revive(self) -> bool:
+        """Start the container again if the agent ended its main process; True if it runs."""
+        if not self.supported:
+            return True
+        try:
+            state = self.sb.api.inspect_container(self.sb.id)["State"]
+            if state.get("Running"):
+                return True
+            self.sb.api.start(self.sb.id)
+        except Exception:  # removed, or the daemon refuses: the caller records a sandbox error
+            return False
+        self.report["checks"].append("the container had stopped (its main process ended): restarted for the verifier")
+        self.start()
+        return True
+
+    def prepare(self) -> Toolchain | None:
+        """Stop the agent's processes, scan, neutralise, recreate the verifier's directories."""
+        if not self.supported:
+            self.report["checks"].append("integrity checks need the Docker backend: none ran")
+            return None
+        t0 = time.monotonic()
+        self.revive()
+        n = len(self.evidence)
+        try:
+            tc = self._prepare()
+        except SandboxError:  # the container was still dying when revive() looked: once more
+            del self.evidence[n:]
+            time.sleep(1)
+            if not self.revive():
+                raise
+            tc = self._prepare()
+        self._t += time.monotonic() - t0
+        return tc
+
+    def _prepare(self) -> Toolchain:
+        scope = self.scope()
+        tc = self.tc = Toolchain.install(self.sb)
+        self._hijack(tc)
+        # Stop first: nothing of the agent's may change a file between the scan and the verifier.
+        stop = tc.stop_agent_processes(keep_listeners=self.task.verifier.keep_services)
+        for proc in stop.kept:  # a service kept alive must not be a verifier watcher
+            hit = find(SIGNATURES + RUNNER_SIGNATURES, proc["cmdline"])
+            if hit:
+                self.evidence.append(Evidence("suspicious-service", f"/proc/{proc['pid']}", "runtime",
+                                              f"a kept service {hit[0]}: {proc['cmdline'][:160]}"))
+        self.report["stop"] = {"mode": "services kept" if self.task.verifier.keep_services else "all",
+                               "kept": stop.kept, "killed": stop.killed, "victims": stop.victims[:20], "left": stop.left}
+        res = scan(self.sb, replace(scope, ignore=(*scope.ignore, tc.root)))
+        self.evidence += res.evidence
+        tc.remove(res.neutralize)
+        tc.fresh_dirs(([scope.test_dir] if self.task.verifier.files else []) + [REWARD_DIR])
+        if fx.read_entry(self.sb, tc.busybox, limit=0).sha256 != tc.digest:
+            self.evidence.append(Evidence("toolchain-replaced", tc.busybox, "runtime",
+                                          "the runner's static busybox was replaced while it ran"))
+        self.report["scan"] = {"changes": res.n_changes, "seconds": round(res.seconds, 3),
+                               "neutralized": len(res.neutralize)}
+        return tc
+
+    def scope(self) -> Scope:
+        if self._scope is None:
+            self._scope = build_scope(self.task, self.sb)
+        return self._scope
+
+    def env(self) -> dict[str, str]:
+        """The verifier's environment additions: the task's own, HOME of the image's verifier
+        user, and (offline) an apt config that fails at once instead of retrying."""
+        env = dict(self.task.verifier.env)
+        if self.supported:
+            env.setdefault("HOME", self.scope().home)
+            if self.tc is not None and not self.task.network:
+                env.setdefault("APT_CONFIG", f"{self.tc.root}/apt-offline.conf")
+        return env
+
+    def check_tests(self, stage: str) -> None:
+        """The copied-in verifier files must be exactly the host's: all of them at copy-in; after
+        the run, none changed and none added (deleting its own is the verifier's business)."""
+        if not self.supported or self.task.scoring not in ("pytest", "reward", "spreadsheet"):
+            return
+        want = _host_digests(self.task)
+        tops = sorted({d.split("/")[1] for d in want})
+        for top in tops:
+            tree, whole = fx.read_tree(self.sb, f"/{top}", limit=256 << 20)
+            if not whole:
+                self.report["checks"].append(f"/{top} too large to compare after the verifier")
+                continue
+            for rel, e in tree.items():  # files that appeared in the test directory
+                dest = f"/{top}/{rel}"
+                if rel and e.kind != "dir" and dest not in want and not _runner_litter(rel):
+                    self.evidence.append(Evidence("verifier-files-altered", dest, "runtime",
+                                                  f"{stage}: a file appeared among the copied-in tests", e.sha256))
+            for dest, digest in want.items():
+                if not dest.startswith(f"/{top}/"):
+                    continue
+                e = tree.get(dest[len(top) + 2:])
+                if e is None and stage != "copy-in":
+                    continue  # a verifier may delete its own files (SpreadsheetBench drops its answers)
+                if e is None or e.kind != "file" or e.sha256 != digest:
+                    why = "missing" if e is None else f"a {e.kind}" if e.kind != "file" else "different content"
+                    self.evidence.append(Evidence("verifier-files-altered", dest, "runtime",
+                                                  f"{stage}: the copied-in file is {why}", e.sha256 if e else None, digest))
+
+    # -- the verdict ------------------------------------------------------------------------------
+    def judge(self, verdict: Verdict, output: str, rerun: Callable[[Any, TrialIntegrity], Verdict] | None = None) -> Verdict:
+        """The final verdict: tampered, re-checked, or `verdict` as it is."""
+        t0 = time.monotonic()
+        if verdict.status != "error":
+            why = cross_check(verdict, _expected_tests(self.task))
+            if why:
+                self.evidence.append(Evidence("contradicts-own-output", "(verifier stdout)", "runtime", why))
+        if self.evidence:
+            self.report["raw"] = {"score": verdict.score, "status": verdict.status}
+            first = self.evidence[0]
+            rules = ", ".join(sorted({e.rule for e in self.evidence}))
+            return Verdict(0.0, "tampered", verdict.tests, failure_mode="tampered", rewards=verdict.rewards,
+                           error=f"tampered ({rules}): {first.path}: {first.detail}"[:1000])
+        if verdict.status == "error" and verdict.failure_mode in RECHECK and self.recheck and rerun is not None:
+            verdict = self._recheck(verdict, rerun)
+        self._t += time.monotonic() - t0
+        return verdict
+
+    def row(self) -> dict[str, Any]:
+        """Columns for the trial row: tamper_evidence (list) and integrity (what ran)."""
+        self.report["seconds"] = round(self._t, 3)
+        ev = [e.to_json() for e in self.evidence[:MAX_EVIDENCE]]
+        if len(self.evidence) > MAX_EVIDENCE:
+            self.report["evidence_total"] = len(self.evidence)
+        return {"tamper_evidence": ev or None, "integrity": self.report}
+
+    def _hijack(self, tc: Toolchain) -> None:
+        if not self._facts:
+            return
+        now = {ln.split("|", 1)[0]: ln for ln in tc.proc_facts()}
+        for i, before in enumerate(self._facts):
+            pid = before.split("|", 1)[0]
+            fields = before.split("|")
+            after = now.get(pid, "").split("|")
+            keep = [1, 2, 4] if i == 0 else [1, 2, 3, 4]  # PID 1's syscall varies (it reaps children)
+            if len(after) != len(fields) or any(fields[k] != after[k] for k in keep if k < len(fields)):
+                self.evidence.append(Evidence("init-process-hijacked", f"/proc/{pid}", "runtime",
+                                              f"PID {pid} ({fields[1].strip()[:60]}) changed since the container started: "
+                                              f"{'|'.join(after[2:4])[:200] or 'gone'}"))
+
+    def _recheck(self, verdict: Verdict, rerun: Callable[[Any, TrialIntegrity], Verdict]) -> Verdict:
+        try:
+            pv = pristine_verdict(self.task, self.backend, self.spec, self.run_id, rerun)
+        except SandboxUnavailable:
+            raise
+        except SandboxError as e:
+            self.report["pristine"] = {"error": str(e)[:300]}
+            return verdict
+        self.report["pristine"] = {"status": pv.status, "score": pv.score, "failure_mode": pv.failure_mode}
+        if pv.status == "error":
+            return Verdict(None, "error", verdict.tests, failure_mode=verdict.failure_mode, rewards=verdict.rewards,
+                           error=f"{verdict.error} (reproduced on a pristine container of the image)")
+        return Verdict(0.0, "failed", verdict.tests, failure_mode=f"broken_{verdict.failure_mode}",
+                       error=f"{verdict.error}; on a pristine container of the image the same verifier works "
+                             f"(score {pv.score}), so the agent's changes broke it")
+
+
+def _runner_litter(rel: str) -> bool:
+    """What test runs write next to the tests: bytecode, pytest's cache, reports."""
+    parts = rel.split("/")
+    return "__pycache__" in parts or ".pytest_cache" in parts or rel.endswith((".pyc", ".xml", ".json", ".log"))
+
+
+def build_scope(task: Task, sb: Any) -> Scope:
+    """The verifier's view: PATH, PYTHONPATH and HOME from the container's configuration (which the
+    agent cannot change), else HOME from the image's own /etc/passwd (the agent can edit the
+    container's)."""
+    v = task.verifier
+    try:
+        env_list = sb.api.inspect_container(sb.id)["Config"].get("Env") or []
+    except Exception as e:  # docker.errors.APIError
+        raise SandboxError(f"cannot inspect the sandbox: {e}") from None
+    env = dict(x.split("=", 1) for x in env_list if "=" in x)
+    env.update(v.env)
+    path = env.get("PATH") or "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+    home = env.get("HOME") or _home(sb, v.user)  # the task's, the image's ENV, else the image's passwd
+    dests = [d for _, d in v.files]
+    tops = {"/" + d.strip("/").split("/")[0] for d in dests}
+    test_dir = tops.pop() if len(tops) == 1 else "/tests"
+    return Scope(workdir=task.workdir or "/", home=home, path_dirs=tuple(p for p in path.split(":") if p.startswith("/")),
+                 python_path=tuple(p for p in env.get("PYTHONPATH", "").split(":") if p.startswith("/")),
+                 test_dir=test_dir, reward_dir=REWARD_DIR, test_imports=_test_imports(task),
+                 verifier_packages=VERIFIER_PACKAGES.get(task.scoring, ()),
+                 find_links=tuple(sorted({"/opt/metaopt/wheels", *(d.rstrip("/") for k in ("UV_FIND_LINKS", "PIP_FIND_LINKS")
+                                          for d in re.split(r"[\s,]+", env.get(k, "")) if d.startswith("/"))})))
+
+
+def _home(sb: Any, user: str) -> str:
+    text = fx.Pristine.of(sb).entry("/etc/passwd", limit=1 << 20).text
+    for line in text.splitlines():
+        f = line.split(":")
+        if len(f) >= 6 and (f[0] == user or f[2] == user):
+            return f[5] or "/"
+    return "/root" if user in ("root", "0") else "/"
+
+
+_cache_lock = threading.Lock()
+_digests: dict[str, dict[str, str]] = {}
+_pristine: dict[tuple, tuple[threading.Lock, list]] = {}
+
+
+def _host_digests(task: Task) -> dict[str, str]:
+    """container path -> sha256 of every verifier file, from the host copies."""
+    key = f"{task.benchmark}/{task.id}/{task.source_dir}"
+    with _cache_lock:
+        if key in _digests:
+            return _digests[key]
+    out: dict[str, str] = {}
+    for host, dest in task.verifier.files:
+        host = Path(host)
+        if host.is_dir():
+            for p in sorted(host.rglob("*")):
+                if p.is_file():
+                    out[posixpath.join(dest, p.relative_to(host).as_posix())] = hashlib.sha256(p.read_bytes()).hexdigest()
+        elif host.is_file():
+            out[dest] = hashlib.sha256(host.read_bytes()).hexdigest()
+    with _cache_lock:
+        _digests[key] = out
+    return out
+
+
+def _expected_tests(task: Task) -> dict[str, set[str]]:
+    if task.scoring not in ("pytest", "reward"):
+        return {}
+    return defined_tests([Path(h) for h, _ in task.verifier.files])
+
+
+def _test_imports(task: Task) -> frozenset[str]:
+    names: set[str] = set()
+    for host, _ in task.verifier.files:
+        host = Path(host)
+        for p in (sorted(host.rglob("*.py")) if host.is_dir() else [host] if host.suffix == ".py" else []):
+            try:
+                tree = ast.parse(p.read_text(errors="replace"))
+            except (SyntaxError, ValueError, OSError):
+                continue
+            for n in ast.walk(tree):
+                if isinstance(n, ast.Import):
+                    names |= {a.name.split(".")[0] for a in n.names}
+                elif isinstance(n, ast.ImportFrom) and n.module and not n.level:
+                    names.add(n.module.split(".")[0])
+    return frozenset(names)
+
+
+def pristine_verdict(task: Task, backend: Any, spec: Any, run_id: str,
+                     rerun: Callable[[Any, TrialIntegrity], Verdict]) -> Verdict:
+    """The verifier's verdict on a fresh container of the trial's image with no agent, computed
+    once per (daemon, image, task, verifier files) and cached: `rerun(sb, integrity)` runs it."""
+    key = (id(getattr(backend, "api", backend)), spec.image, task.id, tuple(sorted(_host_digests(task).items())),
+           task.verifier.command)
+    with _cache_lock:
+        lock, slot = _pristine.setdefault(key, (threading.Lock(), []))
+    with lock:
+        if not slot:
+            with backend.start(spec, run_id=run_id) as sb:
+                sb.exec("mkdir -p /logs/agent /logs/verifier /logs/artifacts", user="root")
+                integ = TrialIntegrity(task, sb, recheck=False)
+                integ.start()
+                slot.append(rerun(sb, integ))
+        return slot[0]

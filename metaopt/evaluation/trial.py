@@ -1,0 +1,140 @@
+"""One trial: build or find the task image, start a sandbox, let the agent work, then run the
+task's fixed verifier in a fresh exec and score its output.
+
+Per-task failures (bad image, agent error, verifier error) become an `error` result; they are
+never raised. Only systemic failures (no Docker daemon) and interruption propagate.
+"""
+
+from __future__ import annotations
+
+import functools
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from metaopt.benchmarks.scorers import VerifyContext
+from metaopt.benchmarks.task import Task, TaskLoadError
+from metaopt.core.errors import SandboxError, SandboxUnavailable
+from metaopt.evaluation.agents import Agent, AgentResult
+from metaopt.evaluation.integrity import TrialIntegrity
+from metaopt.evaluation.result import TrialResult
+from metaopt.evaluation.verify import verify
+from metaopt.sandbox.base import SandboxSpec
+from metaopt.traces.store import now
+
+
+class ImageCache:
+    """Builds each task's image once per run, even with concurrent trials of one task."""
+
+    def __init__(self, backend: Any):
+        self.backend = backend
+        self._lock = threading.Lock()
+        self._per_task: dict[str, tuple[threading.Lock, list]] = {}
+
+    def get(self, task: Task) -> tuple[str, str]:
+        """(image tag, working dir). Raises SandboxError subclasses, cached per task."""
+        with self._lock:
+            lock, slot = self._per_task.setdefault(task.id, (threading.Lock(), []))
+        with lock:
+            if not slot:
+                try:
+                    slot.append(("ok", self._build(task)))
+                except SandboxUnavailable:
+                    raise
+                except SandboxError as e:
+                    slot.append(("err", e))
+            kind, value = slot[0]
+        if kind == "err":
+            raise value
+        return value
+
+    def _build(self, task: Task) -> tuple[str, str]:
+        env = task.environment
+        image = None
+        if env.image:
+            try:
+                image = self.backend.resolve_image(env.image)
+            except SandboxError:
+                if env.context_dir is None:
+                    raise
+        if image is None:
+            image = self.backend.build_image(Path(env.context_dir), env.dockerfile, name=task.id)
+        workdir = task.workdir or self.backend.image_workdir(image) or "/"
+        return image, workdir
+
+
+def run_trial(task: Task | TaskLoadError, attempt: int, agent: Agent, *, backend: Any, images: ImageCache,
+              run_id: str, timeout_multiplier: float = 1.0, labels: dict[str, str] | None = None) -> TrialResult:
+    """Run one trial and return its result. Never raises for per-task failures. `labels` go on
+    the trial's container beside its task and attempt (the ray executor marks each dispatch)."""
+    t0 = time.monotonic()
+    row: dict[str, Any] = {
+        "trial_id": f"{run_id}/{task.id}/{attempt}", "run_id": run_id, "task_id": task.id,
+        "attempt": attempt, "agent": agent.name, "timeout_multiplier": timeout_multiplier,
+        "started_at": now(), "benchmark": getattr(task, "benchmark", ""),
+    }
+    if isinstance(task, TaskLoadError):
+        return _finish(row, t0, status="error", failure_mode="task_invalid", error=task.error)
+    try:
+        image, workdir = images.get(task)
+    except SandboxUnavailable:
+        raise
+    except SandboxError as e:
+        return _finish(row, t0, status="error", failure_mode="environment_error", error=f"{task.id}: {e}")
+    row["image"] = image
+    task = task.model_copy(update={"workdir": workdir})
+    spec = SandboxSpec(
+        image=image, workdir=workdir, user=task.agent_user, cpus=task.resources.cpus,
+        memory_mb=task.resources.memory_mb, gpus=task.resources.gpus, network=task.network,
+        labels={**(labels or {}), "metaopt.task_id": task.id, "metaopt.attempt": str(attempt)},
+    )
+    try:
+        with backend.start(spec, run_id=run_id) as sb:
+            sb.copy_in(_log_dirs(), "/logs")  # /logs/agent, /logs/verifier, /logs/artifacts (TB layout)
+            integ = TrialIntegrity(task, sb, backend=backend, run_id=run_id, spec=spec)
+            integ.start()  # PID 1 and the main process, before the agent can touch them
+            a0 = time.monotonic()
+            try:
+                result = agent.run(task, sb, task.agent_timeout_s * timeout_multiplier,
+                                   ids={"run_id": run_id, "trial_id": row["trial_id"]})
+            except SandboxError as e:  # e.g. the agent ended its container's main process: its failure
+                if isinstance(e, SandboxUnavailable) or not integ.revive():
+                    raise
+                result = AgentResult(log=f"the agent's sandbox failed under it: {e}")
+            row.update(agent_duration_s=time.monotonic() - a0, agent_timed_out=result.timed_out,
+                       agent_log=result.log, input_tokens=result.input_tokens,
+                       output_tokens=result.output_tokens, cost_usd=result.cost_usd, trace_id=result.trace_id)
+            if result.error:
+                return _finish(row, t0, status="error", failure_mode="agent_error", error=result.error)
+            v0 = time.monotonic()
+            try:
+                checked = verify(task, sb, VerifyContext(timeout_multiplier, attempt, result.transcript), integ)
+            finally:
+                row.update(integ.row())
+            row.update(verifier_duration_s=time.monotonic() - v0, test_output=checked.output,
+                       verifier_exit_code=checked.exit_code)
+    except SandboxUnavailable:
+        raise
+    except SandboxError as e:
+        return _finish(row, t0, status="error", failure_mode="sandbox_error", error=f"{task.id}: {e}")
+    verdict = checked.verdict
+    status, mode = verdict.status, verdict.failure_mode
+    if result.timed_out and status == "failed":
+        status, mode = "timeout", "agent_timeout"
+    return _finish(row, t0, score=verdict.score, status=status, failure_mode=mode, error=verdict.error,
+                   tests=verdict.tests, rewards=verdict.rewards)
+
+
+@functools.cache
+def _log_dirs() -> Path:
+    root = Path(tempfile.mkdtemp(prefix="metaopt-logs-"))
+    for d in ("agent", "verifier", "artifacts"):
+        (root / d).mkdir()
+    return root
+
+
+def _finish(row: dict[str, Any], t0: float, **fields: Any) -> TrialResult:
+    row.update(fields)
+    return TrialResult(**row, duration_s=round(time.monotonic() - t0, 3), finished_at=now())

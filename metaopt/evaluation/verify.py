@@ -1,0 +1,45 @@
+"""Verify a finished trial: the integrity steps (evaluation.integrity: tamper scan from outside,
+every agent process stopped, the verifier's directories recreated), then the task's fixed scorer,
+looked up by its scoring kind (benchmarks.scorers.SCORERS), then the verdict judged: tampered,
+re-checked on a pristine container, or as the scorer gave it."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from metaopt.benchmarks.scorers import SCORERS, Verification, VerifyContext
+from metaopt.benchmarks.task import Task
+from metaopt.evaluation.integrity import TrialIntegrity
+from metaopt.sandbox.base import Sandbox
+from metaopt.sandbox.toolchain import StopReport, Toolchain
+
+RECHECKED = {"pytest", "reward", "spreadsheet"}
+"""Scoring kinds whose infra-looking errors are re-run on a pristine container (the others need
+the agent's answer, or measure their own baseline)."""
+
+
+def verify(task: Task, sb: Sandbox, ctx: VerifyContext, integrity: TrialIntegrity | None = None) -> Verification:
+    """Score the sandbox the agent left. Never raises for the agent's failures. `integrity`
+    (made by run_trial before the agent ran) knows the container's start; without it the
+    checks that need that (PID 1 untouched, the pristine re-check) are skipped."""
+    integ = integrity or TrialIntegrity(task, sb)
+    scorer = SCORERS.load(task.scoring)
+
+    def scored(box: Sandbox, steps: TrialIntegrity) -> Verification:
+        tc = steps.prepare()
+        return scorer(task, box, replace(ctx, env={**ctx.env, **steps.env()}, toolchain=tc, check=steps.check_tests))
+
+    checked = scored(sb, integ)
+
+    def rerun(psb: Sandbox, pinteg: TrialIntegrity):  # the same verifier on a container no agent touched
+        return pinteg.judge(scored(psb, pinteg).verdict, "")
+
+    verdict = integ.judge(checked.verdict, checked.output, rerun if task.scoring in RECHECKED else None)
+    return replace(checked, verdict=verdict)
+
+
+def stop_agent_processes(sb: Sandbox, keep_services: bool = False) -> StopReport:
+    """Kill every process the agent left in `sb` (background jobs, its shell), through the static
+    toolchain (sandbox.toolchain); with `keep_services`, processes holding a listening socket and
+    their descendants are spared. The container itself keeps running for the verifier."""
+    return Toolchain.install(sb).stop_agent_processes(keep_listeners=keep_services)

@@ -1,0 +1,3 @@
+from metaopt.meta_agent.cli import main
+
+main()

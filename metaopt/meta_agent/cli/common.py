@@ -1,0 +1,105 @@
+"""What every command shares: the error line, option metadata, the backend, tracing, progress."""
+
+from __future__ import annotations
+
+import signal
+from pathlib import Path
+from typing import Any, NoReturn, Optional
+
+import typer
+from pydantic import BaseModel, ValidationError
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from metaopt.core.errors import UserError
+from metaopt.traces.store import DEFAULT_PATH
+
+err = Console(stderr=True)
+DB = typer.Option(DEFAULT_PATH, "--db", help=f"DuckDB store file (default {DEFAULT_PATH}).")
+GPUS_HELP = "GPUs passed to each task's container through Docker device requests (default: what each task asks; 0: none)."
+
+
+def error_line(message: str) -> None:
+    err.print(f"[red]error:[/red] {escape(message)}", highlight=False, soft_wrap=True)
+
+
+def fail(message: str, code: int = 2) -> NoReturn:
+    """Inside a command: print the one-line error and exit with `code`."""
+    error_line(message)
+    raise typer.Exit(code)
+
+
+def build(config: type[BaseModel], flags: dict[str, str], /, **values: Any) -> Any:
+    """`config(**values)`, with a validation error turned into one UserError naming the flag
+    (`flags`: field -> option, e.g. {"trials": "--trials"})."""
+    try:
+        return config(**values)
+    except ValidationError as e:
+        first = e.errors()[0]
+        cause = (first.get("ctx") or {}).get("error")
+        if isinstance(cause, UserError):
+            raise cause from None
+        field = str(first["loc"][0]) if first["loc"] else ""
+        raise UserError(first["msg"].removeprefix("Value error, "),
+                        field=flags.get(field, f"--{field.replace('_', '-')}") if field else None) from None
+
+
+def split_ids(text: Optional[str]) -> list[str] | None:
+    """'a, b,c' -> ['a', 'b', 'c']; None or empty -> None."""
+    ids = [t.strip() for t in (text or "").split(",") if t.strip()]
+    return ids or None
+
+
+EXECUTOR_HELP = ("Where trials run: local (a thread pool on this machine) or ray (each trial a Ray task on a node "
+                 "of a Ray cluster, against that node's Docker daemon).")
+RAY_ADDRESS_HELP = "The Ray cluster for --executor ray: the head's host:port (default: RAY_ADDRESS, else a new local Ray)."
+
+
+def backend(image_map: Optional[Path] = None, executor: str = "local"):
+    """The Docker backend (checked now: no daemon is one line, exit 2). With --executor ray the
+    nodes have the daemons: without one here, only the image map is kept (for the nodes)."""
+    from types import SimpleNamespace
+
+    from metaopt.core.errors import SandboxUnavailable
+    from metaopt.sandbox.docker import DockerBackend
+    from metaopt.sandbox.images import ImageMap
+
+    try:
+        imap = ImageMap.load(image_map)
+    except (OSError, ValueError) as e:
+        raise UserError(str(e), field="--image-map") from None
+    try:
+        b = DockerBackend(image_map=imap)
+        b.ping()
+    except SandboxUnavailable:
+        if executor == "local":
+            raise
+        return SimpleNamespace(image_map=imap, prune=lambda *a, **k: {})
+    return b
+
+
+def executor_for(name: str, ray_address: Optional[str], docker: Any):
+    """None (run_eval's local pool) or the connected executor `name` (UserError naming the flag)."""
+    from metaopt.evaluation.executor import make_executor
+
+    return make_executor(name, ray_address, image_map=getattr(docker, "image_map", None))
+
+
+def tracing(store):
+    from metaopt.traces.tracing import Tracing
+
+    return Tracing.for_store(store)
+
+
+def sigterm_as_interrupt() -> None:
+    """SIGTERM takes the same path as Ctrl-C: containers removed, finished trials kept."""
+    def handler(signum, frame):  # noqa: ARG001
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, handler)
+
+
+def progress(label: str, *, transient: bool) -> Progress:
+    return Progress(TextColumn(f"[bold]{label}"), BarColumn(), MofNCompleteColumn(),
+                    TextColumn("{task.fields[last]}"), TimeElapsedColumn(), console=err, transient=transient)

@@ -1,0 +1,98 @@
+"""Start or resume an experiment: everything `metaopt run` does before the loop, as library calls.
+
+    exp = start_experiment(plan_experiment(cfg, "minimal"), store=store, backend=backend, tracing=tracing)
+    exp = resume_experiment(find_experiment(db, "exp-..."), store=store, backend=backend, tracing=tracing)
+    report = exp.run()
+
+A resumed experiment runs with the config it was started with (stored in `experiments.config`),
+first removes the containers its interrupted runs left, and re-runs nothing that finished.
+"""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from metaopt.benchmarks.registry import load_benchmark, with_gpus
+from metaopt.benchmarks.task import Task
+from metaopt.core.errors import StoreError, UserError
+from metaopt.meta_agent.config import RunConfig
+from metaopt.meta_agent.ledger import Ledger
+from metaopt.meta_agent.optimize import Experiment
+from metaopt.meta_agent.records import ExperimentRecord
+from metaopt.meta_agent.splits import split_tasks
+from metaopt.task_agent.harness import Harness
+from metaopt.task_agent.harness_io import load_harness, resolve_harness
+from metaopt.traces.store import Store
+
+
+def new_experiment_id() -> str:
+    return f"exp-{datetime.now():%Y%m%d-%H%M%S}-{secrets.token_hex(2)}"
+
+
+def load_tasks(cfg: RunConfig) -> list:
+    return with_gpus(load_benchmark(cfg.benchmark, Path(cfg.dataset) if cfg.dataset else None, cfg.tasks), cfg.gpus)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A checked experiment, not started yet: nothing is written until start_experiment."""
+
+    cfg: RunConfig
+    harness_name: str
+    start: Harness
+    tasks: list
+    splits: dict[str, list[str]]
+
+
+def plan_experiment(cfg: RunConfig, harness: str, tasks: list | None = None) -> Plan:
+    """Check and load everything a new experiment needs: the harness (a folder or shipped name),
+    the tasks (default: cfg's benchmark) and their split. Raises UserError; writes nothing."""
+    try:
+        start = load_harness(resolve_harness(harness))
+    except UserError as e:
+        e.field = e.field or "--harness"
+        raise
+    tasks = load_tasks(cfg) if tasks is None else tasks
+    splits = split_tasks([t.id for t in tasks if isinstance(t, Task)], cfg.seed, cfg.split)
+    return Plan(cfg, harness, start, tasks, splits)
+
+
+def start_experiment(plan: Plan, *, store: Store, experiment_id: str | None = None, **kw: Any) -> Experiment:
+    """Record `plan` as a new experiment in `store` and return it, ready to run. `experiment_id`:
+    a fixed id (trial ids derive from it; e.g. to replay a fake/flaky experiment exactly)."""
+    exp_id = experiment_id or new_experiment_id()
+    Ledger(store, exp_id).create(plan.cfg.benchmark, {"run": plan.cfg.model_dump(mode="json"),
+                                                      "harness": plan.harness_name}, plan.splits)
+    return Experiment(plan.cfg, plan.tasks, plan.splits, plan.start, store=store, experiment_id=exp_id, **kw)
+
+
+def find_experiment(db: Path, experiment_id: str) -> ExperimentRecord:
+    """The experiment's record, read without migrating or writing the store. Raises UserError."""
+    if not Path(db).exists():
+        raise UserError(f"no store at {db}", field="--resume")
+    with Store(db, read_only=True) as probe:
+        has = probe.rows("SELECT 1 FROM information_schema.tables WHERE table_name = 'experiments'")
+        record = Ledger(probe, experiment_id).experiment() if has else None
+    if record is None:
+        raise UserError(f"no experiment '{experiment_id}' in {db}", field="--resume")
+    return record
+
+
+def resume_experiment(record: ExperimentRecord, *, store: Store, backend: Any, tasks: list | None = None,
+                      **kw: Any) -> Experiment:
+    """The interrupted experiment `record`, ready to run on: its leftover containers are removed
+    first (every run of it that did not finish), then it goes on with its stored config (and
+    `tasks`, when it was started on a task list of its own)."""
+    cfg = RunConfig.model_validate(record.config["run"])
+    if record.status == "finished":
+        raise StoreError(f"experiment {record.experiment_id} is finished; nothing to resume")
+    executor = kw.get("executor")  # a cluster's containers are on its nodes: each node cleans its own
+    for r in store.rows("SELECT run_id FROM runs WHERE starts_with(run_id, ?) AND status <> 'finished'",
+                        [record.experiment_id + "/"]):
+        (executor.cleanup if executor is not None else backend.prune)(r["run_id"])
+    return Experiment(cfg, load_tasks(cfg) if tasks is None else tasks, record.splits, None, store=store, backend=backend,
+                      experiment_id=record.experiment_id, **kw)

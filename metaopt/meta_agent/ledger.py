@@ -1,0 +1,105 @@
+"""The experiment ledger: experiments, candidates, gate decisions and spend, as typed store rows.
+
+Everything the optimizer decides is written here before it acts on it, so a reader (or a resumed
+run) can explain every step from the store alone.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from typing import Any
+
+from metaopt.evaluation.result import TrialResult
+from metaopt.meta_agent.liveness import Liveness
+from metaopt.meta_agent.predictions import Manifest, PredictionCheck
+from metaopt.meta_agent.records import Candidate, ExperimentRecord, GateDecision, Spend
+from metaopt.task_agent.harness import Harness
+from metaopt.traces.store import Store, now
+
+
+class Ledger:
+    def __init__(self, store: Store, experiment_id: str):
+        self.store, self.id = store, experiment_id
+
+    # -- experiment ------------------------------------------------------------------------
+    def create(self, benchmark: str, config: dict[str, Any], splits: dict[str, list[str]]) -> None:
+        self.store.insert(ExperimentRecord(experiment_id=self.id, benchmark=benchmark, config=config,
+                                           splits=splits, status="running", started_at=now()))
+
+    def experiment(self) -> ExperimentRecord | None:
+        found = self.store.select(ExperimentRecord, "experiment_id = ?", [self.id])
+        return found[0] if found else None
+
+    def finish(self, status: str, result: dict[str, Any] | None = None) -> None:
+        self.store.con.execute("UPDATE experiments SET status = ?, finished_at = ?, result = ? WHERE experiment_id = ?",
+                               [status, now(), json.dumps(result, default=str) if result is not None else None,
+                                self.id])
+
+    # -- candidates ------------------------------------------------------------------------
+    def add_candidate(self, cid: str, harness: Harness, *, iteration: int, status: str, parent: Harness | None = None,
+                      parent_id: str | None = None, proposer: str | None = None, rationale: str | None = None,
+                      evidence: list[str] | None = None, proposal_trace_id: str | None = None,
+                      predictions: Manifest | None = None,
+                      mechanisms: list[str] | None = None) -> Candidate:
+        c = Candidate(candidate_id=cid, experiment_id=self.id, parent_id=parent_id, iteration=iteration,
+                      status=status, proposer=proposer, rationale=rationale, evidence=evidence or [],
+                      mechanisms=mechanisms or [],
+                      diff=diff(parent, harness) if parent is not None else None, harness=harness,
+                      harness_hash=harness.content_hash(), created_at=now(), proposal_trace_id=proposal_trace_id,
+                      predictions=predictions)
+        self.store.insert(c)
+        return c
+
+    def set_status(self, cid: str, status: str, reason: str) -> None:
+        self.store.con.execute("UPDATE candidates SET status = ?, status_reason = ? WHERE candidate_id = ?",
+                               [status, reason, cid])
+
+    def set_checks(self, cid: str, check: PredictionCheck | None, liveness: Liveness | None) -> None:
+        """Record what the candidate's claim and its spans showed (meta_agent.memory)."""
+        self.store.con.execute("UPDATE candidates SET prediction_check = ?, liveness = ? WHERE candidate_id = ?",
+                               [check.model_dump_json() if check else None,
+                                liveness.model_dump_json() if liveness else None, cid])
+
+    def candidates(self) -> list[Candidate]:
+        return self.store.select(Candidate, "experiment_id = ?", [self.id], order="iteration")
+
+    # -- decisions and spend ---------------------------------------------------------------
+    def decision(self, cid: str, parent_id: str | None, stage: str, outcome: str, reason: str, rule: str,
+                 **numbers: Any) -> None:
+        numbers.setdefault("alpha_spent", 0.0)  # only a confirmation's first look commits alpha
+        self.store.insert(GateDecision(experiment_id=self.id, candidate_id=cid, parent_id=parent_id, stage=stage,
+                                       outcome=outcome, reason=reason, rule=rule, decided_at=now(), **numbers))
+
+    def spend(self, kind: str, cid: str | None, ref: str, usd: float | None, tokens_in: int = 0, tokens_out: int = 0,
+              trials: int | None = None) -> None:
+        self.store.insert(Spend(experiment_id=self.id, candidate_id=cid, kind=kind, ref=ref, usd=usd,
+                                input_tokens=tokens_in, output_tokens=tokens_out, trials=trials, recorded_at=now()))
+
+    def saved_trials(self) -> int:
+        """Validation trials the staged gate's early stops did not run, over the experiment."""
+        return int(self.store.rows("SELECT coalesce(sum(trials), 0) AS n FROM budget_ledger WHERE experiment_id = ? "
+                                   "AND kind = 'saved'", [self.id])[0]["n"])
+
+    def spent(self) -> dict[str, float]:
+        rows = self.store.rows("SELECT kind, coalesce(sum(usd), 0) AS usd FROM budget_ledger WHERE experiment_id = ? "
+                               "GROUP BY kind", [self.id])
+        out = {"task": 0.0, "meta": 0.0}
+        out.update({r["kind"]: float(r["usd"]) for r in rows})
+        return out
+
+    def trials_run(self) -> int:
+        return self.store.rows("SELECT count(*) AS n FROM trials WHERE experiment_id = ?", [self.id])[0]["n"]
+
+    def trials(self, cid: str, split: str) -> list[TrialResult]:
+        return self.store.select(TrialResult, "experiment_id = ? AND candidate_id = ? AND split = ?",
+                                 [self.id, cid, split])
+
+
+def diff(parent: Harness, child: Harness) -> str:
+    """Unified diff of the two harnesses as YAML-like JSON lines (prompts line by line)."""
+    def lines(h: Harness) -> list[str]:
+        text = json.dumps(h.model_dump(mode="json", exclude_unset=True), indent=1, ensure_ascii=False)
+        return text.replace("\\n", "\n").splitlines(keepends=False)
+
+    return "\n".join(difflib.unified_diff(lines(parent), lines(child), "parent", "child", lineterm="", n=2))

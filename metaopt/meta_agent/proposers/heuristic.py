@@ -1,0 +1,126 @@
+"""`heuristic`: no model. Reads the failing train trials' spans for the causes a harness knob
+controls, and turns the knob behind the most frequent one:
+
+  tool call timed out        -> that tool's timeout_s x3 (at most 600 s)
+  episode hit the turn limit -> routing.limits.max_turns x2 (at most 200)
+  tool output truncated      -> that tool's output_limit x4 (at most 50,000 characters)
+
+One revision turns every knob the evidence points at (a fix that helps a third of the tasks
+each is too small for the gate to see on a small validation set; together they may not be).
+Every rationale cites the counts and the span ids it read, and its manifest claims the train
+tasks whose failing trials showed the cause.
+
+It reads the experiment's history (meta_agent.proposers.history): a cause whose knob an earlier
+candidate already turned for that same cause, and which was then not accepted (rejected,
+inconclusive or invalid), is skipped, so it moves on to the next cause instead of proposing the
+same change again. Cause keys (`turn_limit`, `timeout:TOOL`, `truncated:TOOL`) are written into
+the manifest's cause in brackets, which is how it recognises its own earlier changes.
+"""
+
+from __future__ import annotations
+
+import re
+
+from metaopt.meta_agent.predictions import Manifest
+from metaopt.meta_agent.proposers import history
+from metaopt.meta_agent.proposers.base import Evidence, Revision
+from metaopt.task_agent.harness import Harness
+
+MAX_TIMEOUT_S, MAX_TURNS, MAX_OUTPUT = 600.0, 200, 50_000
+
+
+class HeuristicProposer:
+    name = "heuristic"
+    areas = ("limits",)  # all its revisions change (turn limits, tool timeouts, output limits)
+
+    def __init__(self, model: str | None = None, base_url: str | None = None):
+        """No model: `model` and `base_url` are accepted (the registry's signature) and unused."""
+        self.last_run: dict = {}  # skipped causes of the last propose(), for the explainer
+
+    def propose(self, parent: Harness, evidence: Evidence, tried: set[str]) -> Revision | None:
+        child, reasons, cites, keys, fixes = parent, [], [], [], []
+        failed = failed_causes(evidence)
+        skipped = []
+        for cause, count, spans, target, tasks in causes(evidence):
+            key = f"{cause}:{target}" if target else cause
+            if key in failed:
+                skipped.append(f"{key} (tried in {failed[key]}, not accepted)")
+                continue
+            turned = _turn_knob(child, cause, target)
+            if turned is None:
+                continue
+            what = {"timeout": f"tool '{target}' timed out", "turn_limit": "episodes hit the turn limit",
+                    "truncated": f"tool '{target}' output was truncated"}[cause]
+            reasons.append(f"{what} in {count} span(s) of {len(evidence.trial_ids)} failing train trial(s): "
+                           f"{_describe(child, turned, cause, target)}")
+            child, cites = turned, cites + spans[:10]
+            keys.append(f"{what} [{key}]")
+            fixes += [t for t in tasks if t not in fixes]
+        self.last_run = {"skipped": skipped}
+        if child is parent or child.content_hash() in tried:
+            return None
+        why = "; ".join(reasons) + (f" (skipped, tried before: {', '.join(skipped)})" if skipped else "")
+        return Revision(child, why, cites=cites, manifest=Manifest(cause="; ".join(keys), fixes=sorted(fixes)))
+
+
+def failed_causes(ev: Evidence) -> dict[str, str]:
+    """Cause key -> the candidate that already addressed it and was not accepted."""
+    out: dict[str, str] = {}
+    for r in history.load(ev.store, ev.experiment_id):
+        if r.status in ("rejected", "inconclusive", "invalid") and r.predictions:
+            for key in re.findall(r"\[([a-z_]+(?::[^\]]+)?)\]", r.predictions.cause):
+                out.setdefault(key, r.short)
+    return out
+
+
+def causes(ev: Evidence) -> list[tuple[str, int, list[str], str, list[str]]]:
+    """The knob-shaped causes in the failing trials' spans: (cause, count, span ids, tool name,
+    task ids), most frequent first. cause: timeout | truncated (per tool) | turn_limit."""
+    if not ev.trial_ids:
+        return []
+    marks = ", ".join("?" * len(ev.trial_ids))
+    rows = ev.store.rows(
+        "SELECT CASE WHEN attributes->>'$.\"metaopt.tool.timed_out\"' = 'true' THEN 'timeout'"
+        "            WHEN attributes->>'$.\"metaopt.tool.truncated\"' = 'true' THEN 'truncated' END AS cause,"
+        "       tool_name AS target, count(*) AS n, list(span_id ORDER BY start_ns) AS spans,"
+        "       list(DISTINCT task_id) AS tasks"
+        f" FROM spans WHERE operation_name = 'execute_tool' AND trial_id IN ({marks}) GROUP BY 1, 2"
+        " UNION ALL"
+        " SELECT 'turn_limit', '', count(*), list(span_id ORDER BY start_ns), list(DISTINCT task_id) FROM spans"
+        f" WHERE operation_name = 'invoke_agent' AND trial_id IN ({marks})"
+        "   AND attributes->>'$.\"metaopt.outcome\"' = 'turn_limit' HAVING count(*) > 0",
+        [*ev.trial_ids, *ev.trial_ids])
+    found = [(r["cause"], r["n"], r["spans"], r["target"], r["tasks"]) for r in rows if r["cause"]]
+    priority = {"timeout": 0, "turn_limit": 1, "truncated": 2}  # ties: the cause that kills a run first
+    return sorted(found, key=lambda c: (-c[1], priority[c[0]]))
+
+
+def _turn_knob(h: Harness, cause: str, target: str) -> Harness | None:
+    data = h.model_dump(mode="json", exclude_unset=True)
+    if cause == "turn_limit":
+        now = h.routing.limits.max_turns
+        new = min(MAX_TURNS, now * 2)
+        if new == now:
+            return None
+        data.setdefault("routing", {}).setdefault("limits", {})["max_turns"] = new
+    else:
+        field, cap, factor = ("timeout_s", MAX_TIMEOUT_S, 3) if cause == "timeout" else ("output_limit", MAX_OUTPUT, 4)
+        tools = data.get("tools", [])
+        [i] = [i for i, t in enumerate(h.tools) if t.name == target] or [None]
+        if i is None:
+            return None
+        now = getattr(h.tools[i], field)
+        new = min(cap, now * factor)
+        if new == now:
+            return None
+        tools[i][field] = type(now)(new)
+    return Harness.model_validate(data)
+
+
+def _describe(parent: Harness, child: Harness, cause: str, target: str) -> str:
+    if cause == "turn_limit":
+        return f"raised routing.limits.max_turns {parent.routing.limits.max_turns} -> {child.routing.limits.max_turns}"
+    field = "timeout_s" if cause == "timeout" else "output_limit"
+    old = next(getattr(t, field) for t in parent.tools if t.name == target)
+    new = next(getattr(t, field) for t in child.tools if t.name == target)
+    return f"raised tools[{target}].{field} {old} -> {new}"

@@ -1,0 +1,340 @@
+"""`llm`: a model-driven meta-agent. It reads the raw traces of the parent's failing train trials
+and the experiment's history through read-only tools, edits a draft of the harness, and writes one
+revision with a falsifiable claim.
+
+    LLMProposer("anthropic/claude-opus-4-1").propose(parent, evidence, tried) -> Revision | None
+
+The meta-agent runs its own small tool-calling loop (not the task agent's, which runs tools in a
+sandbox). Its tools live in `llm_tools` (what each shows and what a revision must pass) and
+`llm_specs` (their specs and the budget profiles: `full` for large models, `compact` for small
+local ones, chosen by model name). They only ever show the parent's failing *train* trials and,
+from the history, train results per task: the sealed test split and the gate's validation trials
+stay out of reach (validation only as aggregate numbers).
+
+Small models loop: a call repeated with the same arguments (any edit, note or submission; in
+the compact profile any call) is not run again but answered "not run again"; a turn made only of
+repeats (a submission repeats only with the same draft) gets a user message with the draft so far and is offered only what is left to do:
+write_revision once the draft has edits, the edit tools while it has none or write_revision
+refused it (already proposed, say: it is told why) until a new edit is made,
+and a call to a reading tool (or add_note) not offered is answered "not run" with what is offered
+(edits and write_revision still run: it may carry its edits in `changes`); a loop with no edits
+yet is told the failing trials' signals and an example edit;
+a compact session that loops twice is sampled at temperature 0.7. A reply cut off at max_tokens
+in the middle of a call (its JSON incomplete) runs nothing and is dropped from the conversation;
+the model is told, and its next call gets twice the output tokens (up to 4x the profile's), at
+temperature 0.7 from the second cut in the compact profile.
+
+Traced like the task agent when `evidence.tracing` is set: `invoke_agent meta-agent` > `chat` /
+`execute_tool` spans in the store, whose trace id the Revision (and `last_run`) carries.
+
+The loop returns None when the model stops without a valid revision or after `max_turns` model
+calls. Revision.usd sums the responses' cost_usd (an unknown price counts 0 and is noted in the
+rationale and in `last_run`).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+import types
+import typing
+import uuid
+from dataclasses import replace
+from pathlib import Path
+from collections.abc import Callable
+from typing import Any
+
+from pydantic import BaseModel
+
+from metaopt.meta_agent.proposers.base import Evidence, Revision
+from metaopt.meta_agent.proposers.llm_specs import PROFILES, Profile, profile_for, tools_for
+from metaopt.meta_agent.proposers.llm_tools import Session
+from metaopt.task_agent.harness import Harness
+from metaopt.task_agent.messages import Message, ModelSettings, ToolCallPart, ToolResultPart, Usage
+from metaopt.task_agent.models import get_model
+from metaopt.task_agent.models.base import Model
+from metaopt.task_agent.models.toolcall_text import INVALID
+
+PROMPT = Path(__file__).with_name("llm_prompt.md")
+COMPACT_PROMPT = Path(__file__).with_name("llm_prompt_compact.md")
+NUDGE = ("You answered without calling a tool. Call a tool: an edit tool to change the draft, or "
+         "write_revision to submit (rationale, cause, fixes, keeps).")
+Wrap = Callable[[ToolCallPart, Callable[[], ToolResultPart]], ToolResultPart]
+
+
+class LLMProposer:
+    name = "llm"
+    takes_guidance = True  # Evidence.guidance goes into the opening prompt (the bilevel strategy reads this)
+
+    def __init__(self, model: str | Model, base_url: str | None = None, *, max_turns: int | None = None,
+                 max_tokens: int | None = None, reasoning_effort: str | None = None,
+                 max_context_chars: int | None = None, profile: str | Profile | None = None,
+                 temperature: float | None = None, on_event: Callable[[str], None] | None = None):
+        """`model`: `provider/model` (or a Model object). The client is built now, so a missing
+        API key (MissingApiKey) or an unknown provider fails here, before any budget is spent.
+        `profile` (`full` | `compact`, default by model name) sets the turn, context and page
+        budgets; explicit arguments override it. `on_event` gets one line per model turn (progress
+        for long sessions: a small local model takes minutes per proposal)."""
+        self.on_event = on_event or (lambda line: None)
+        self.model = get_model(model, base_url=base_url) if isinstance(model, str) else model
+        p = PROFILES[profile] if isinstance(profile, str) else profile or profile_for(self.model.name)
+        p = replace(p, **{k: v for k, v in (("max_turns", max_turns), ("max_tokens", max_tokens),
+                                             ("max_context_chars", max_context_chars)) if v is not None})
+        self.profile = p
+        self.settings = ModelSettings(model=self.model.name, max_tokens=p.max_tokens, reasoning_effort=reasoning_effort,
+                                      temperature=temperature if temperature is not None else
+                                      (0.0 if p.name == "compact" else None))
+        self.max_turns, self.max_context_chars = p.max_turns, p.max_context_chars
+        self.spent_usd = 0.0  # across every propose() call, including those that returned None
+        self.last_run: dict[str, Any] = {}  # turns, usd, unpriced calls, outcome, messages, trace_id of the last one
+
+    # -- the loop ------------------------------------------------------------------------------------
+    def propose(self, parent: Harness, evidence: Evidence, tried: set[str]) -> Revision | None:
+        if not evidence.trial_ids:
+            self.last_run = {"turns": 0, "usd": 0.0, "unpriced_calls": 0, "outcome": "no evidence", "trace_id": None}
+            return None
+        tracing = evidence.tracing
+        if tracing is None:
+            return self._run(parent, evidence, tried, self.model, None, lambda call, run: run())
+        from metaopt.traces.instrument import TracedModel, tool_span  # traces sits below meta_agent: no cycle
+
+        def wrap(call: ToolCallPart, run: Callable[[], ToolResultPart]) -> ToolResultPart:
+            with tool_span(tracing.tracer, call.name, call.id, call.arguments) as span:
+                part = run()
+                span.set_result(part.response, is_error=part.is_error)
+            return part
+
+        with tracing.episode(agent_name="meta-agent", harness_version=None, conversation_id=uuid.uuid4().hex,
+                             run_id=f"{evidence.experiment_id}:proposals", trial_id=None, task_id=None,
+                             provider=self.model.provider, description=f"proposal for {evidence.parent_id or parent.name}"
+                             ) as episode:
+            episode.span.set_attributes({"metaopt.experiment.id": evidence.experiment_id,
+                                         "metaopt.parent.id": evidence.parent_id or "",
+                                         "metaopt.meta.profile": self.profile.name})
+            rev = self._run(parent, evidence, tried, TracedModel(self.model, tracing.tracer), episode.trace_id, wrap)
+            run = self.last_run
+            episode.finish(run["usage"], run["outcome"], cost_usd=run["usd"])
+        return rev
+
+    def _run(self, parent: Harness, evidence: Evidence, tried: set[str], model: Any, trace_id: str | None,
+             wrap: Wrap) -> Revision | None:
+        p = self.profile
+        say = evidence.on_event or self.on_event
+        session = Session(parent, evidence, tried, p, trace_id=trace_id)
+        tools = all_tools = tools_for(p)
+        messages = [Message.system(system_prompt(p)), Message.user(guided(session.briefing(), evidence.guidance))]
+        usd, unpriced, outcome, usage, nudges, loops, cuts = 0.0, 0, "max_turns", Usage(), 0, 0, 0
+        refusal: str | None = None  # what write_revision last said of the current draft
+        done: dict[str, str] = {}  # call signature -> what it returned the first time
+        settings = self.settings
+        t0 = time.monotonic()
+        for turn in range(1, self.max_turns + 1):
+            resp = model.generate(messages, tools, settings)
+            called = ", ".join(c.name for c in resp.message.tool_calls) or "no tool call"
+            called += f", cut off at {settings.max_tokens} tokens" if resp.finish_reason == "length" else ""
+            say(f"meta-agent turn {turn}/{self.max_turns}: {called} ({time.monotonic() - t0:.0f} s, "
+                          f"{resp.usage.input_tokens} tokens in, {resp.usage.output_tokens} out)")
+            usd += resp.cost_usd or 0.0
+            unpriced += resp.cost_usd is None
+            usage = usage + resp.usage
+            calls = resp.message.tool_calls
+            left = self.max_turns - turn
+            if resp.finish_reason == "length" and any(c.arguments_error for c in calls) and left > 0:
+                # cut off mid-call: nothing of it runs, and the partial reply is not kept (a small model
+                # copies it); the next call gets twice the room, and a second cut samples instead of argmax
+                cuts += 1
+                name = next((c.name for c in calls if c.name != INVALID), "a tool")
+                room = min(settings.max_tokens * 2, p.max_tokens * MAX_ROOM)
+                messages.append(Message.user(CUT_OFF.format(n=settings.max_tokens, name=name, room=room)))
+                settings = settings.model_copy(update={"max_tokens": room, **(
+                    {"temperature": RESAMPLE_TEMPERATURE} if cuts >= 2 and p.name == "compact" else {})})
+                messages = _fit(messages, self.max_context_chars)
+                continue
+            messages.append(resp.message)
+            if not calls:
+                if p.name == "compact" and nudges < 2 and left > 0:  # small models often just talk
+                    nudges += 1
+                    messages.append(Message.user(NUDGE))
+                    continue
+                outcome = "stopped without a revision"
+                break
+            keys = {id(c): _signature(c, session) for c in calls}
+            repeats = [c for c in calls if keys[id(c)] in done and (c.name in ONCE or p.name == "compact")]
+            offered = [t.name for t in tools]
+            withheld = set(p.tools) - set(offered) - EDIT_TOOLS - SUBMIT  # readers left out after a loop: not run
+
+            def answer(c: ToolCallPart) -> ToolResultPart:
+                if c.name in withheld:
+                    return _withheld(c, offered)
+                return _again(keys[id(c)], c, done) if c in repeats else _first(c, session, done)
+
+            results = [wrap(c, lambda c=c: answer(c)) for c in calls]
+            edited = any(c.name in EDIT_TOOLS and not r.is_error and c not in repeats for c, r in zip(calls, results))
+            for c, r in zip(calls, results):  # the draft's last refusal, kept until a new edit lands
+                if c.name in SUBMIT and r.is_error:
+                    refusal = r.response
+                elif edited:
+                    refusal = None
+            if len(tools) < len(all_tools) and edited and not any(t.name in SUBMIT for t in tools):
+                tools = all_tools  # the edit it was pushed to make is made: everything is offered again
+            if session.revision is not None:
+                outcome = "revision"
+                break
+            if 0 < left <= 3:  # say so in the last result: a session that ends unwritten is wasted
+                last = results[-1]
+                results[-1] = last.model_copy(update={"response": last.response + f"\n\n[{left} turn(s) left: "
+                                                      "call write_revision before they run out]"})
+            messages.append(Message(role="tool", parts=results))
+            if len(repeats) == len(calls):  # a loop (small models at temperature 0): change the context
+                loops += 1
+                told, offer = _after_loop(session, refusal)
+                messages.append(Message.user(told))
+                tools = [t for t in all_tools if t.name in offer]
+                if loops >= 2 and p.name == "compact":  # still looping: sample instead of argmax
+                    settings = settings.model_copy(update={"temperature": RESAMPLE_TEMPERATURE})
+            messages = _fit(messages, self.max_context_chars)
+        self.spent_usd += usd
+        self.last_run = {"turns": turn, "usd": usd, "unpriced_calls": unpriced, "outcome": outcome,
+                         "messages": messages, "usage": usage, "trace_id": trace_id, "profile": p.name}
+        rev = session.revision
+        if rev is None:
+            return None
+        note = f" [meta-agent: {unpriced} model call(s) of unknown price counted as $0]" if unpriced else ""
+        return replace(rev, rationale=rev.rationale + note, usd=usd, trace_id=trace_id)
+
+    def opening(self, parent: Harness, evidence: Evidence) -> str:
+        """The first user message a proposal session from `parent` would send (the bilevel ladder checks
+        that a mechanism's guidance reaches it)."""
+        return guided(Session(parent, evidence, set(), self.profile).briefing(), evidence.guidance)
+
+
+EDIT_TOOLS, SUBMIT = {"set_field", "edit_prompt", "set_tool", "remove_tool"}, {"write_revision"}
+ONCE = EDIT_TOOLS | SUBMIT | {"add_note"}  # never twice alike
+LOOPING = ("Every call you made this turn repeats an earlier one, so none ran again. Your draft so far: {draft}. "
+           "If it is what you want, call write_revision now (rationale, cause, fixes, keeps, note); otherwise "
+           "make a different change.")
+LOOPING_EMPTY = ("Every call you made this turn repeats an earlier one, so none ran again. Your draft has no edits "
+                 "yet, so there is nothing to submit: change it now with an edit tool, e.g. set_field with path "
+                 "\"routing.limits.max_turns\" and value 16, or path \"tools.bash.timeout_s\" and value 60. {signals}")
+LOOPING_REFUSED = ("Every call you made this turn repeats an earlier one, so none ran again. Your draft so far: "
+                   "{draft}. write_revision refused it: {refusal}. Make a different change with an edit tool "
+                   "(another value, another field or a prompt edit), then call write_revision.")
+RESAMPLE_TEMPERATURE = 0.7
+CUT_OFF = ("Your last reply was cut off at {n} output tokens in the middle of a {name} call, so it did not run "
+           "and is not shown. Make the call again, shorter: one sentence each for rationale, cause and note, "
+           "only task ids in fixes and keeps. You now have up to {room} tokens.")
+MAX_ROOM = 4  # a cut-off call's retries get at most this many times the profile's max_tokens
+
+
+def _after_loop(session: Session, refusal: str | None) -> tuple[str, set[str]]:
+    """What a looping session is told and offered: only what is left to do (submit a draft with
+    edits; edit an empty draft or one write_revision refused)."""
+    draft = "; ".join(session.draft.log)
+    if not session.draft.changed:
+        return LOOPING_EMPTY.format(signals=session.signals()), EDIT_TOOLS
+    if refusal is not None:
+        return LOOPING_REFUSED.format(draft=draft, refusal=refusal), EDIT_TOOLS
+    return LOOPING.format(draft=draft), SUBMIT
+
+
+def _signature(call: ToolCallPart, session: Session) -> str:
+    """A call's identity for repeat detection; a submission's includes the draft it would submit."""
+    draft = "|" + "; ".join(session.draft.log) if call.name in SUBMIT else ""
+    return call.name + json.dumps(call.arguments, sort_keys=True, default=str) + draft
+
+
+def _first(call: ToolCallPart, session: Session, done: dict[str, str]) -> ToolResultPart:
+    key = _signature(call, session)  # before the call: it may edit the draft
+    part = session.call(call)
+    done.setdefault(key, part.response)
+    return part
+
+
+def _withheld(call: ToolCallPart, offered: list[str]) -> ToolResultPart:
+    return ToolResultPart(id=call.id, response=f"not run: {call.name} is not offered now; call one of: "
+                                               f"{', '.join(offered)}", is_error=True)
+
+
+def _again(key: str, call: ToolCallPart, done: dict[str, str]) -> ToolResultPart:
+    before = done[key]
+    before = before if len(before) <= 300 else before[:300] + " ..."
+    return ToolResultPart(id=call.id, response=f"not run again: you made exactly this call before; it returned: "
+                                               f"{before}", is_error=True)
+
+
+def guided(briefing: str, guidance: str | None) -> str:
+    """The briefing, then the bilevel outer loop's search guidance, if any."""
+    return briefing + ("\n\n## Search guidance (from the optimizer's outer loop)\n" + guidance if guidance else "")
+
+
+ELIDED = "[elided to fit the context window: call the tool again if you need it]"
+
+
+def _fit(messages: list[Message], max_chars: int) -> list[Message]:
+    """Replace the oldest tool results (never the last turn's) by ELIDED until the history fits."""
+    total = sum(len(getattr(p, "response", None) or getattr(p, "content", "") or "")
+                for m in messages for p in m.parts)
+    out = list(messages)
+    for i, m in enumerate(out[:-1]):
+        if total <= max_chars:
+            break
+        if m.role != "tool":
+            continue
+        parts = []
+        for p in m.parts:
+            if isinstance(p, ToolResultPart) and len(p.response) > len(ELIDED):
+                total -= len(p.response) - len(ELIDED)
+                p = p.model_copy(update={"response": ELIDED})
+            parts.append(p)
+        out[i] = Message(role="tool", parts=parts)
+    return out
+
+
+def system_prompt(profile: Profile | None = None) -> str:
+    if profile is not None and profile.name == "compact":  # a small model: the short prompt, no reference
+        return COMPACT_PROMPT.read_text(encoding="utf-8").strip()
+    return (PROMPT.read_text(encoding="utf-8").strip() + "\n\n## Harness format (schema_version 1)\n\n"
+            + format_reference())
+
+
+def format_reference() -> str:
+    """Every harness field with its type and docstring, generated from task_agent.harness."""
+    lines: list[str] = []
+    seen: set[type] = set()
+
+    def walk(model: type[BaseModel], prefix: str) -> None:
+        if model in seen:
+            return
+        seen.add(model)
+        for name, f in model.model_fields.items():
+            ann = f.annotation
+            doc = " ".join((f.description or "").split())
+            lines.append(f"- `{prefix}{name}`: {_type_name(ann)}" + (f" — {doc}" if doc else ""))
+            inner = _model_in(ann)
+            if inner is not None:
+                origin = typing.get_origin(_unwrap(ann))
+                walk(inner, f"{prefix}{name}" + {list: "[].", dict: ".<name>."}.get(origin, "."))
+
+    walk(Harness, "")
+    return "\n".join(lines)
+
+
+def _unwrap(ann: Any) -> Any:
+    if typing.get_origin(ann) in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(ann) if a is not type(None)]
+        return args[0] if len(args) == 1 else ann
+    return ann
+
+
+def _model_in(ann: Any) -> type[BaseModel] | None:
+    ann = _unwrap(ann)
+    if typing.get_origin(ann) in (list, dict):
+        ann = _unwrap(typing.get_args(ann)[-1])
+    return ann if isinstance(ann, type) and issubclass(ann, BaseModel) else None
+
+
+def _type_name(ann: Any) -> str:
+    text = getattr(ann, "__name__", None) if isinstance(ann, type) else None
+    text = text or str(ann).replace("typing.", "").replace("task_agent.harness.", "")
+    return re.sub(r"Annotated\[str, StringConstraints\([^)]*\)\]", "name ([a-zA-Z0-9_-]{1,64})", text)

@@ -1,0 +1,252 @@
+"""Deterministic test doubles, shipped in the package: `fake/nop`, `fake/script:PATH`,
+`fake/solution`, `fake/flaky:P`. They never touch the network, cost 0, report provider "fake", and
+estimate tokens as characters // 4. Each records the calls it received in `.calls`.
+
+One instance per episode: scripted and solution fakes keep a step counter.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import yaml
+
+from metaopt.core.errors import ModelConfigError
+from metaopt.task_agent.messages import (FinishReason, Message, ModelResponse, ModelSettings,
+                                 ReasoningPart, TextPart, ToolCallPart, ToolResultPart, ToolSpec,
+                                 Usage)
+
+EXHAUSTED = "script exhausted"
+_STEP_KEYS = {"tool", "arguments", "tool_calls", "text", "reasoning", "id"}
+_CALL_KEYS = {"tool", "name", "arguments", "id"}
+
+
+@dataclass(frozen=True)
+class FakeCall:
+    """What one generate() call received."""
+
+    messages: list[Message]
+    tools: list[ToolSpec]
+    settings: ModelSettings
+
+
+def _chars(part: Any) -> int:
+    if isinstance(part, (TextPart, ReasoningPart)):
+        return len(part.content)
+    if isinstance(part, ToolCallPart):
+        return len(part.name) + len(json.dumps(part.arguments))
+    if isinstance(part, ToolResultPart):
+        return len(part.response)
+    return 0
+
+
+class FakeModel:
+    """Base of the fakes: subclasses implement `respond()`, this records calls and adds usage."""
+
+    provider = "fake"
+    name = "fake/base"
+
+    def __init__(self) -> None:
+        self.calls: list[FakeCall] = []
+        self._ids = 0
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(name={self.name!r}, calls={len(self.calls)})"
+
+    def generate(self, messages: list[Message], tools: list[ToolSpec],
+                 settings: ModelSettings) -> ModelResponse:
+        self.calls.append(FakeCall(list(messages), list(tools), settings))
+        parts = self.respond(messages, tools)
+        message = Message(role="assistant", parts=parts)
+        finish: FinishReason = "tool_call" if message.tool_calls else "stop"
+        reasoning = sum(_chars(p) for p in parts if isinstance(p, ReasoningPart)) // 4
+        usage = Usage(input_tokens=sum(_chars(p) for m in messages for p in m.parts) // 4 + 1,
+                      output_tokens=sum(_chars(p) for p in parts) // 4 + 1,
+                      reasoning_tokens=reasoning)
+        return ModelResponse(message=message, usage=usage, cost_usd=0.0, finish_reason=finish,
+                             model=self.name, provider="fake",
+                             response_id=f"fake-{len(self.calls)}")
+
+    def respond(self, messages: list[Message], tools: list[ToolSpec]) -> list[Any]:
+        raise NotImplementedError
+
+    def _call(self, name: str, arguments: dict[str, Any], id: str | None = None) -> ToolCallPart:
+        self._ids += 1
+        return ToolCallPart(id=id or f"call_{self._ids}", name=name, arguments=arguments)
+
+
+class NopModel(FakeModel):
+    """`fake/nop`: always answers "I will do nothing." and calls no tool."""
+
+    name = "fake/nop"
+
+    def respond(self, messages: list[Message], tools: list[ToolSpec]) -> list[Any]:
+        return [TextPart(content="I will do nothing.")]
+
+
+class ScriptModel(FakeModel):
+    """`fake/script:PATH`: each call consumes one step of a YAML/JSON list. A step has any of
+    `text`, `reasoning`, `tool` + `arguments` (+ `id`), `tool_calls: [{tool, arguments, id}]`.
+    When the steps run out it answers "script exhausted" (finish_reason stop) and counts the
+    extra calls in `.overrun`; `.unused_steps` lists the steps never consumed."""
+
+    def __init__(self, steps: list[dict[str, Any]], *, source: str = "<steps>") -> None:
+        super().__init__()
+        self.name = f"fake/script:{source}"
+        self.steps = [_check_step(s, i, source) for i, s in enumerate(steps)]
+        self.position = 0
+        self.overrun = 0
+
+    @classmethod
+    def from_file(cls, path: str | Path) -> ScriptModel:
+        path = Path(path)
+        try:
+            steps = yaml.safe_load(path.read_text())  # YAML is a superset of JSON
+        except (OSError, yaml.YAMLError) as exc:
+            raise ModelConfigError(f"cannot read fake script {path}: {exc}") from None
+        if not isinstance(steps, list):
+            raise ModelConfigError(f"fake script {path} must be a list of steps")
+        return cls(steps, source=str(path))
+
+    @property
+    def unused_steps(self) -> list[dict[str, Any]]:
+        return self.steps[self.position:]
+
+    def respond(self, messages: list[Message], tools: list[ToolSpec]) -> list[Any]:
+        if self.position >= len(self.steps):
+            self.overrun += 1
+            return [TextPart(content=EXHAUSTED)]
+        step = self.steps[self.position]
+        self.position += 1
+        parts: list[Any] = []
+        if "reasoning" in step:
+            parts.append(ReasoningPart(content=str(step["reasoning"])))
+        if "text" in step:
+            parts.append(TextPart(content=str(step["text"])))
+        calls = step.get("tool_calls", [])
+        if "tool" in step:
+            calls = [step, *calls]
+        for call in calls:
+            parts.append(self._call(call.get("tool") or call["name"],
+                                    dict(call.get("arguments") or {}), call.get("id")))
+        return parts
+
+
+def _check_step(step: Any, index: int, source: str) -> dict[str, Any]:
+    where = f"fake script {source} step {index}"
+    if not isinstance(step, dict):
+        raise ModelConfigError(f"{where}: must be a mapping, got {step!r}")
+    if unknown := set(step) - _STEP_KEYS:
+        raise ModelConfigError(f"{where}: unknown keys {sorted(unknown)}; allowed {sorted(_STEP_KEYS)}")
+    if not _STEP_KEYS & set(step) - {"arguments", "id"}:
+        raise ModelConfigError(f"{where}: needs text, reasoning, tool or tool_calls")
+    for call in step.get("tool_calls", []):
+        if not isinstance(call, dict) or set(call) - _CALL_KEYS or not (call.get("tool") or call.get("name")):
+            raise ModelConfigError(f"{where}: each tool_calls entry needs tool and arguments, got {call!r}")
+    return step
+
+
+class SolutionModel(FakeModel):
+    """`fake/solution`: replays a task's oracle solution, one command per tool call.
+
+    context: `solution_commands` (list of shell commands, required) and `tool` (default "bash").
+    Call i (i < n) returns `tool({"command": commands[i]})`; call n returns a `finish` tool call
+    when a tool named finish is offered, else the text "Done."; later calls answer "Done."."""
+
+    name = "fake/solution"
+
+    def __init__(self, context: dict[str, Any] | None) -> None:
+        super().__init__()
+        commands = (context or {}).get("solution_commands")
+        if not isinstance(commands, list) or not all(isinstance(c, str) for c in commands):
+            raise ModelConfigError("fake/solution needs context['solution_commands']: a list of commands")
+        self.commands: list[str] = commands
+        self.tool: str = (context or {}).get("tool") or "bash"
+        self.position = 0
+
+    def respond(self, messages: list[Message], tools: list[ToolSpec]) -> list[Any]:
+        step, self.position = self.position, self.position + 1
+        if step < len(self.commands):
+            return [self._call(self.tool, {"command": self.commands[step]})]
+        if step == len(self.commands) and any(t.name == "finish" for t in tools):
+            return [self._call("finish", {"summary": "Replayed the task's own solution."})]
+        return [TextPart(content="Done.")]
+
+
+def flaky_replays(p: float, trial_id: str) -> bool:
+    """Whether `fake/flaky:p` replays the solution in trial `trial_id`: a uniform draw in [0, 1) from
+    the SHA-256 of the trial id, below p. Same id, same answer, on any machine; coupled across p
+    (a trial that replays at p replays at every p' > p)."""
+    u = int.from_bytes(hashlib.sha256(trial_id.encode()).digest()[:8], "big") / 2.0 ** 64
+    return u < p
+
+
+class FlakyModel(SolutionModel):
+    """`fake/flaky:P`: real noise for null experiments. With probability P per trial it replays the
+    task's solution (as fake/solution), otherwise it does nothing (as fake/nop), whatever the
+    harness says: no harness edit can change its score, so every gain a gate sees is noise.
+
+    context: `trial_id` (required: the coin is seeded by it) and `stage_solution`, a callable that
+    puts the solution's files in place and returns its commands; it is called only when the coin
+    says replay, so a trial that does nothing never sees the solution's files."""
+
+    def __init__(self, p: float, context: dict[str, Any] | None) -> None:
+        ctx = context or {}
+        trial_id, stage = ctx.get("trial_id"), ctx.get("stage_solution")
+        if not isinstance(trial_id, str) or not trial_id:
+            raise ModelConfigError("fake/flaky needs context['trial_id']: the coin is seeded by the trial id")
+        if not callable(stage):
+            raise ModelConfigError("fake/flaky needs context['stage_solution']: a callable returning the solution's commands")
+        self.p, self.trial_id = p, trial_id
+        self.replays = flaky_replays(p, trial_id)
+        stage_fn: Callable[[], list[str]] = stage
+        super().__init__({"solution_commands": list(stage_fn()) if self.replays else [], "tool": ctx.get("tool")})
+        self.name = f"fake/flaky:{p:g}"
+
+    def respond(self, messages: list[Message], tools: list[ToolSpec]) -> list[Any]:
+        if not self.replays:
+            return [TextPart(content="I will do nothing.")]
+        return super().respond(messages, tools)
+
+
+def needs_task(name: str) -> bool:
+    """Whether the model called `name` is a fake built per trial from the task (`fake/solution`,
+    `fake/flaky:P`), so it can only be created inside a trial. Raises ModelConfigError for a
+    malformed P, so a command line can reject it before any trial runs."""
+    provider, _, model = name.partition("/")
+    if provider != "fake":
+        return False
+    if model.startswith("flaky:"):
+        _flaky_p(model)
+        return True
+    return model == "solution"
+
+
+def _flaky_p(model: str) -> float:
+    text = model[len("flaky:"):]
+    try:
+        p = float(text)
+    except ValueError:
+        p = -1.0
+    if not 0.0 <= p <= 1.0:
+        raise ModelConfigError(f"fake/flaky:{text}: P must be a number between 0 and 1 (e.g. fake/flaky:0.5)")
+    return p
+
+
+def create(model: str, *, base_url: str | None = None,
+           context: dict[str, Any] | None = None) -> FakeModel:
+    """Registry factory for `fake/<model>`."""
+    if model == "nop":
+        return NopModel()
+    if model == "solution":
+        return SolutionModel(context)
+    if model.startswith("script:") and model[len("script:"):]:
+        return ScriptModel.from_file(model[len("script:"):])
+    if model.startswith("flaky:"):
+        return FlakyModel(_flaky_p(model), context)
+    raise ModelConfigError(
+        f"unknown fake model fake/{model}; known: fake/nop, fake/script:PATH, fake/solution, fake/flaky:P")

@@ -1,0 +1,116 @@
+"""The explorer's HTTP server: stdlib ThreadingHTTPServer, a static single-page app and JSON.
+
+Every /api/ answer is {"data": ..., "note": null | "showing a snapshot ..."} or, for bad input,
+{"error": "one line"} with 400 (bad parameter), 404 (unknown id) or 503 (store unusable). No
+answer carries a stack trace. Binds 127.0.0.1 unless told otherwise: the traces hold prompts
+and outputs that should not leave the machine by accident.
+"""
+
+from __future__ import annotations
+
+import json
+import mimetypes
+import sys
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any, Callable
+from urllib.parse import parse_qs, urlsplit
+
+from metaopt.core.errors import BadRequest
+from metaopt.traces.explorer import queries as q
+from metaopt.traces.explorer.mechanisms import mechanisms
+from metaopt.traces.explorer.source import Source
+from metaopt.traces.store import StoreError
+
+STATIC = Path(__file__).parent / "static"
+
+
+def _arg(params: dict[str, list[str]], name: str, default: str | None = ..., ) -> str | None:  # type: ignore[assignment]
+    v = params.get(name, [None])[0]
+    if v is None or v == "":
+        if default is ...:
+            raise BadRequest(f"missing query parameter '{name}'")
+        return default
+    return v
+
+
+def _int(params: dict[str, list[str]], name: str) -> int:
+    try:
+        return int(_arg(params, name))  # type: ignore[arg-type]
+    except ValueError:
+        raise BadRequest(f"query parameter '{name}' must be an integer") from None
+
+
+# path -> (store, params) -> data: the one table of endpoints (each is one view's query)
+ROUTES: dict[str, Callable[[Any, dict[str, list[str]]], Any]] = {
+    "/api/overview": lambda s, p: q.overview(s),
+    "/api/experiment": lambda s, p: q.experiment(s, _arg(p, "id")),
+    "/api/matrix": lambda s, p: q.matrix(s, _arg(p, "experiment", None)),
+    "/api/trial": lambda s, p: q.trial(s, _arg(p, "id"), cut=_int(p, "cut") if p.get("cut") else q.CUT),
+    "/api/trial/entry": lambda s, p: q.trial_entry(s, _arg(p, "id"), _int(p, "n")),
+    "/api/trace": lambda s, p: q.trace(s, _arg(p, "id"), cut=_int(p, "cut") if p.get("cut") else q.CUT),
+    "/api/trace/entry": lambda s, p: q.trace_entry(s, _arg(p, "id"), _int(p, "n")),
+    "/api/failures": lambda s, p: q.failure_causes(s, _arg(p, "experiment", None), _arg(p, "run", None)),
+    "/api/search": lambda s, p: q.search(s, _arg(p, "q"), before=_int(p, "before") if p.get("before") else None),
+    "/api/compare": lambda s, p: q.compare(s, _arg(p, "task"), _arg(p, "a"), _arg(p, "b")),
+    "/api/mechanisms": lambda s, p: mechanisms(s, _arg(p, "experiment")),
+}
+
+
+class Handler(BaseHTTPRequestHandler):
+    source: Source  # set on the subclass make_server builds
+    server_version = "metaopt-ui"
+
+    def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+        url = urlsplit(self.path)
+        if url.path.startswith("/api/"):
+            self._api(url.path, parse_qs(url.query))
+        else:
+            self._static(url.path)
+
+    def _api(self, path: str, params: dict[str, list[str]]) -> None:
+        route = ROUTES.get(path)
+        if route is None:
+            return self._json(404, {"error": f"no endpoint {path}"})
+        try:
+            with self.source.open() as (store, note):
+                data = route(store, params)
+        except BadRequest as e:
+            return self._json(400, {"error": str(e)})
+        except KeyError as e:
+            return self._json(404, {"error": str(e.args[0]) if e.args else "not found"})
+        except StoreError as e:
+            return self._json(503, {"error": str(e)})
+        except Exception as e:  # a bug must still be one line in the page, never a traceback
+            print(f"metaopt ui: {path}: {type(e).__name__}: {e}", file=sys.stderr)
+            return self._json(500, {"error": f"internal error: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"})
+        self._json(200, {"data": data, "note": note})
+
+    def _static(self, path: str) -> None:
+        name = "index.html" if path in ("/", "/index.html") else path.removeprefix("/static/")
+        f = (STATIC / name).resolve()
+        if STATIC.resolve() not in f.parents or not f.is_file():
+            return self._send(404, b"not found", "text/plain")
+        self._send(200, f.read_bytes(), mimetypes.guess_type(f.name)[0] or "application/octet-stream")
+
+    def _json(self, code: int, obj: Any) -> None:
+        self._send(code, json.dumps(obj, default=str).encode(), "application/json")
+
+    def _send(self, code: int, body: bytes, ctype: str) -> None:
+        self.send_response(code)
+        self.send_header("Content-Type", f"{ctype}; charset=utf-8" if ctype.startswith(("text", "application/j")) else ctype)
+        self.send_header("Content-Length", str(len(body)))
+        self.send_header("Cache-Control", "no-store")
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+        pass  # quiet: the terminal shows the URL, not a line per request
+
+
+def make_server(source: Source, host: str = "127.0.0.1", port: int = 8765) -> ThreadingHTTPServer:
+    """A server (not yet serving) over `source`; port 0 picks a free port (server.server_port)."""
+    handler = type("BoundHandler", (Handler,), {"source": source})
+    server = ThreadingHTTPServer((host, port), handler)
+    server.daemon_threads = True
+    return server
