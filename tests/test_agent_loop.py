@@ -15,9 +15,8 @@ from metaopt.task_agent.models import allow_model_requests, get_model
 from metaopt.traces.store import Store
 from metaopt.traces.tracing import Tracing
 from wire_servers import WireServer, openai_completion, openai_tool_call
-from _docker_fixtures import docker_backend, make_sandbox, test_image, test_run_id  # noqa: F401
 
-pytestmark = pytest.mark.docker
+pytestmark = pytest.mark.usefixtures("docker_image")
 
 
 def script(tmp_path: Path, steps: list) -> str:

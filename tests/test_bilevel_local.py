@@ -234,29 +234,22 @@ def test_a_resumed_bilevel_experiment_restores_mechanism_state_and_search_params
     assert after.status in ("kept", "rolled_back")
 
 
-def test_the_mechanisms_page_renders_in_a_browser(scenario):
+def test_the_mechanisms_page_renders_in_a_browser(scenario, chromium):
     import re
     import subprocess
     import sys
-    from pathlib import Path
-
-    if not Path("/usr/bin/chromium").exists():
-        pytest.skip("needs Debian's chromium at /usr/bin/chromium (scripts/setup.sh installs it)")
-    sync_playwright = pytest.importorskip("playwright.sync_api", reason="pip install -e '.[dev]'").sync_playwright
     proc = subprocess.Popen([sys.executable, "-m", "metaopt.meta_agent.cli", "ui", "--db", str(scenario["db"]), "--port", "0"],
                             stderr=subprocess.PIPE, text=True)
     try:
         base = re.search(r"http://127\.0\.0\.1:\d+/", proc.stderr.readline()).group(0)
-        with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=["--no-sandbox"])
-            page = browser.new_page()
-            errors: list[str] = []
-            page.on("pageerror", lambda e: errors.append(str(e)))
-            page.goto(f"{base}#/experiment?id={scenario['exp'].id}")
-            page.click("text=search mechanisms")
-            page.wait_for_selector("text=Hook calls (newest first)")
-            text = page.inner_text("main")
-            browser.close()
+        page = chromium.new_page()
+        errors: list[str] = []
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.goto(f"{base}#/experiment?id={scenario['exp'].id}")
+        page.click("text=search mechanisms")
+        page.wait_for_selector("text=Hook calls (newest first)")
+        text = page.inner_text("main")
+        page.close()
         assert not errors, errors
         for needle in ("prompt_tabu", "late_crash", "dry_run", "judgement: keep", "IndexError", "found in its transcript",
                        "Active set over time", "round 3 at iteration 7: spec_error"):

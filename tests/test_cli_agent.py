@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from _docker_fixtures import metaopt, require_base_image
+from _docker_fixtures import metaopt
 
 
 @pytest.mark.parametrize("args, needle", [
@@ -34,9 +34,8 @@ def test_bad_harness_names_file_and_field(tmp_path):
     assert "harness.yaml" in r.stderr and "routing.limits.max_turnz" in r.stderr
 
 
-@pytest.mark.docker
-def test_traces_commands_read_a_run_back(tmp_path):
-    require_base_image()
+@pytest.mark.usefixtures("docker_image")
+def test_traces_commands_read_a_run_back(docker_image, tmp_path):
     db = str(tmp_path / "t.duckdb")
     r = metaopt("eval", "--benchmark", "terminalbench-sample", "--model", "fake/solution", "--harness", "minimal",
                 "--tasks", "hello-greetings", "--db", db, "--json")
@@ -61,9 +60,8 @@ def test_traces_commands_read_a_run_back(tmp_path):
     assert missing.returncode == 2 and "does not exist" in missing.stderr
 
 
-@pytest.mark.docker
-def test_hello_world_example_runs():
-    require_base_image()
+@pytest.mark.usefixtures("docker_image")
+def test_hello_world_example_runs(docker_image):
     root = __import__("pathlib").Path(__file__).parents[1]
     r = subprocess.run([sys.executable, str(root / "examples" / "hello_world.py"), "hello-greetings"],
                        capture_output=True, text=True, timeout=300, cwd=root)

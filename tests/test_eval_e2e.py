@@ -15,15 +15,15 @@ import pytest
 from metaopt.benchmarks.registry import load_benchmark
 from metaopt.evaluation import TrialResult
 from metaopt.traces.store import Store
-from _docker_fixtures import metaopt, require_base_image
+from _docker_fixtures import metaopt
 
-pytestmark = pytest.mark.docker
+pytestmark = pytest.mark.usefixtures("docker_image")
 SAMPLES = Path(__file__).parents[1] / "metaopt" / "benchmarks" / "samples" / "terminalbench"
 
 
 @pytest.fixture(scope="module", autouse=True)
-def base_image():
-    require_base_image()
+def base_image(docker_image):
+    """Docker and the base image, for every test that uses this."""
 
 
 def harbor_task(root: Path, name: str, solve: str, test_sh: str, agent_timeout: float = 30, test_py: str | None = None) -> Path:

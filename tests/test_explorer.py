@@ -19,11 +19,10 @@ import pytest
 import yaml
 
 from _attacks import FAMILIES, write_dataset
-from _docker_fixtures import metaopt, require_base_image
+from _docker_fixtures import metaopt
 from _step_tasks import make_tasks
 
-pytestmark = pytest.mark.docker
-CHROMIUM = Path("/usr/bin/chromium")
+pytestmark = pytest.mark.usefixtures("docker_image")
 PROMPT_LINE = "Check /app/out.txt before you call finish."
 
 
@@ -43,8 +42,7 @@ def _revision_script(tmp: Path) -> str:
 
 
 @pytest.fixture(scope="module")
-def store(tmp_path_factory) -> dict:
-    require_base_image()
+def store(docker_image, tmp_path_factory) -> dict:
     tmp = tmp_path_factory.mktemp("explorer")
     ds, db = make_tasks(tmp / "ds", n_long=5, n_short=1), tmp / "s.duckdb"
     r = metaopt("run", "--benchmark", "terminalbench", "--dataset", str(ds), "--harness", "minimal",
@@ -75,21 +73,9 @@ def server(store) -> str:
     proc.wait(timeout=10)
 
 
-@pytest.fixture(scope="module")
-def browser():
-    if not CHROMIUM.exists():
-        pytest.skip("needs Debian's chromium at /usr/bin/chromium (scripts/setup.sh installs it)")
-    sync_playwright = pytest.importorskip("playwright.sync_api", reason="pip install -e '.[dev]'").sync_playwright
-
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox"])
-        yield b
-        b.close()
-
-
 @pytest.fixture
-def page(browser):
-    pg = browser.new_page()
+def page(chromium):
+    pg = chromium.new_page()
     errors: list[str] = []
     pg.on("pageerror", lambda e: errors.append(str(e)))
     yield pg

@@ -8,7 +8,6 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
-from pathlib import Path
 from urllib.parse import urlencode
 
 import pytest
@@ -16,7 +15,6 @@ from _memory_helpers import scripted_experiment
 
 from metaopt.sandbox.local import LocalBackend
 
-CHROMIUM = Path("/usr/bin/chromium")
 
 
 @pytest.fixture(scope="module")
@@ -46,17 +44,12 @@ def server(run) -> str:
 
 
 @pytest.fixture
-def page(server):
-    if not CHROMIUM.exists():
-        pytest.skip("needs Debian's chromium at /usr/bin/chromium (scripts/setup.sh installs it)")
-    sync_playwright = pytest.importorskip("playwright.sync_api", reason="pip install -e '.[dev]'").sync_playwright
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox"])
-        pg = browser.new_page()
-        errors: list[str] = []
-        pg.on("pageerror", lambda e: errors.append(str(e)))
-        yield pg
-        browser.close()
+def page(server, chromium):
+    pg = chromium.new_page()
+    errors: list[str] = []
+    pg.on("pageerror", lambda e: errors.append(str(e)))
+    yield pg
+    pg.close()
     assert not errors, errors
 
 

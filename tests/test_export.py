@@ -18,14 +18,14 @@ import openai
 import pytest
 
 import wire_servers as ws
-from _docker_fixtures import docker_backend, make_sandbox, metaopt, test_image, test_run_id  # noqa: F401
+from _docker_fixtures import metaopt
 from _export_helpers import (FEATURE_SCRIPT, SCRIPT, SandboxExecutor, anthropic_replies, candidate,  # noqa: F401
                              export, export_folder, featureful, load_package, openai_replies, reference,
                              script_calls, stored_harness, transcript)
 from metaopt.task_agent.harness_io import load_harness
 from metaopt.traces.store import Store
 
-pytestmark = pytest.mark.docker
+pytestmark = pytest.mark.usefixtures("docker_image")
 
 
 # -- harness -------------------------------------------------------------------------------------

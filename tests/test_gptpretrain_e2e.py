@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from _docker_fixtures import metaopt, require_base_image
+from _docker_fixtures import metaopt
 from metaopt.evaluation import AgentResult, TrialResult
 from metaopt.benchmarks.gptpretrain.build import build_task, config_from_env
 from metaopt.benchmarks.gptpretrain.verify import load_baselines
@@ -21,12 +21,11 @@ from metaopt.traces.store import Store
 
 # The first run builds the task image (Debian's python3-torch from the mirror: minutes), so
 # these tests get more than the suite's default 600 s.
-pytestmark = [pytest.mark.docker, pytest.mark.timeout(1800)]
+pytestmark = [pytest.mark.usefixtures("docker_image"), pytest.mark.timeout(1800)]
 
 
 @pytest.fixture(scope="module")
-def cache_dir(tmp_path_factory):
-    require_base_image()
+def cache_dir(docker_image, tmp_path_factory):
     d = tmp_path_factory.mktemp("ptcache")
     old = os.environ.get("METAOPT_CACHE_DIR")
     os.environ["METAOPT_CACHE_DIR"] = str(d)

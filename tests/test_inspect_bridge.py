@@ -13,7 +13,7 @@ pytest.importorskip("inspect_ai")
 from metaopt.benchmarks.registry import BenchmarkError, load_benchmark  # noqa: E402
 from metaopt.benchmarks.task import Task, TaskLoadError  # noqa: E402
 from metaopt.traces.store import Store  # noqa: E402
-from _docker_fixtures import metaopt, require_base_image  # noqa: E402
+from _docker_fixtures import metaopt  # noqa: E402
 
 HERE = Path(__file__).parent / "inspect_tasks"
 TASK_FILE = HERE / "sample_task.py"
@@ -63,9 +63,8 @@ def _inspect_scores(kind: str, log_dir: Path) -> dict[str, float]:
     return {str(s.id): to_float(s.scores["by_check"].value) for s in log.samples}
 
 
-@pytest.mark.docker
-def test_inspect_task_runs_as_benchmark_and_scores_match_inspect(tmp_path):
-    require_base_image()
+@pytest.mark.usefixtures("docker_image")
+def test_inspect_task_runs_as_benchmark_and_scores_match_inspect(docker_image, tmp_path):
     db = tmp_path / "m.duckdb"
     r = metaopt("eval", "--benchmark", BENCH, "--harness", "minimal", "--model", f"fake/script:{SCRIPT}",
                 "--db", str(db), "--json", timeout=300)
@@ -90,10 +89,9 @@ def test_inspect_task_runs_as_benchmark_and_scores_match_inspect(tmp_path):
     assert json.loads(rows["capital"]["rewards"]) == {"by_check": 0.0}
 
 
-@pytest.mark.docker
-def test_inspect_runs_samples_in_metaopt_sandbox(tmp_path):
+@pytest.mark.usefixtures("docker_image")
+def test_inspect_runs_samples_in_metaopt_sandbox(docker_image, tmp_path):
     """`--sandbox metaopt`: inspect starts each sample in our Docker sandbox; same scores."""
-    require_base_image()
     import docker
 
     assert _inspect_scores("metaopt", tmp_path / "logs") == EXPECTED
@@ -105,10 +103,9 @@ def test_inspect_runs_samples_in_metaopt_sandbox(tmp_path):
     assert left == []  # sample_cleanup removed every container
 
 
-@pytest.mark.docker
-def test_sample_files_and_setup_are_in_place_for_the_oracle(tmp_path, monkeypatch):
+@pytest.mark.usefixtures("docker_image")
+def test_sample_files_and_setup_are_in_place_for_the_oracle(docker_image, tmp_path, monkeypatch):
     """Files and setup are baked into the sample's image; the oracle runs metadata `solution`."""
-    require_base_image()
     from metaopt.evaluation import OracleAgent, run_eval
     from metaopt.sandbox.docker import DockerBackend
 
@@ -123,9 +120,8 @@ def test_sample_files_and_setup_are_in_place_for_the_oracle(tmp_path, monkeypatc
     assert scores == {"copies": (1.0, "passed"), "does-nothing": (0.0, "failed")}, result.rows
 
 
-@pytest.mark.docker
-def test_a_scorer_that_raises_is_an_error_not_a_zero(tmp_path):
-    require_base_image()
+@pytest.mark.usefixtures("docker_image")
+def test_a_scorer_that_raises_is_an_error_not_a_zero(docker_image, tmp_path):
     from metaopt.evaluation import NopAgent, run_eval
     from metaopt.sandbox.docker import DockerBackend
 

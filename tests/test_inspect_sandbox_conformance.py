@@ -9,9 +9,9 @@ pytest.importorskip("inspect_ai")
 from inspect_ai.util._sandbox.self_check import *  # noqa: E402,F403  (the checks, collected as tests)
 
 from metaopt.sandbox.base import SandboxSpec  # noqa: E402
-from _docker_fixtures import DEFAULT_TEST_IMAGE, docker_backend, require_base_image, test_run_id  # noqa: E402,F401
+from _docker_fixtures import DEFAULT_TEST_IMAGE
 
-pytestmark = [pytest.mark.docker, pytest.mark.anyio]
+pytestmark = [pytest.mark.usefixtures("docker_image"), pytest.mark.anyio]
 
 ROOT = "the sandbox's default user is root, whom file permission bits do not stop"
 KNOWN_GAPS: dict[str, str] = {
@@ -27,8 +27,7 @@ def anyio_backend():
 
 
 @pytest.fixture(scope="module")
-def container(docker_backend, test_run_id):  # noqa: F811
-    require_base_image()
+def container(docker_image, docker_backend, test_run_id):  # noqa: F811
     sb = docker_backend.start(SandboxSpec(image=DEFAULT_TEST_IMAGE, workdir="/app"), run_id=test_run_id)
     sb.exec("mkdir -p /app && useradd -m nonroot", user="root")
     yield sb

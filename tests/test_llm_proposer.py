@@ -27,7 +27,7 @@ from metaopt.task_agent.models.toolcall_text import with_text_calls
 from metaopt.core.errors import MissingApiKey
 from metaopt.traces.store import Store
 from _step_tasks import make_tasks
-from _docker_fixtures import metaopt, require_base_image
+from _docker_fixtures import metaopt
 
 MINIMAL = load_harness(resolve_harness("minimal"))
 
@@ -212,8 +212,8 @@ def test_cli_refuses_meta_models_it_cannot_build(tmp_path):
 
 # -- Docker: a real traced store ------------------------------------------------------------------------
 @pytest.fixture(scope="module")
-def docker_ready():
-    require_base_image()
+def docker_ready(docker_image):
+    """Docker and the base image, for every test that uses this."""
 
 
 def cli(*args: str) -> subprocess.CompletedProcess:
@@ -235,7 +235,7 @@ def traced(docker_ready, tmp_path_factory):
     return db, rows["failed"], rows["passed"], span["span_id"]
 
 
-@pytest.mark.docker
+@pytest.mark.usefixtures("docker_image")
 def test_tools_show_raw_traces_of_the_evidence_only(traced, tmp_path):
     db, failing, passing, span = traced
     steps = [
@@ -280,7 +280,7 @@ def test_tools_show_raw_traces_of_the_evidence_only(traced, tmp_path):
     assert bad_yaml.is_error and "invalid YAML" in bad_yaml.response
 
 
-@pytest.mark.docker
+@pytest.mark.usefixtures("docker_image")
 def test_metaopt_run_with_a_scripted_meta_model(docker_ready, tmp_path):
     """`metaopt run --meta-model fake/script:` runs to the end; the candidate is the llm's."""
     ds = make_tasks(tmp_path / "ds", n_long=5, n_short=1)  # seed 0: train and validation are all 12-step tasks

@@ -34,7 +34,8 @@ def small_baseline(folder: Path) -> Path:
     return folder
 
 
-@pytest.mark.docker
+@pytest.mark.usefixtures("local_model")
+@pytest.mark.usefixtures("docker_image")
 @pytest.mark.timeout(900)
 def test_eval_with_the_local_model_runs_a_real_episode_and_stores_its_trace(tmp_path):
     db = tmp_path / "m.duckdb"
@@ -78,6 +79,7 @@ def test_eval_with_the_local_model_runs_a_real_episode_and_stores_its_trace(tmp_
     assert before_last_chat <= returned and (before_last_chat or len(chats) == 1)
 
 
+@pytest.mark.usefixtures("local_model")
 @pytest.mark.timeout(300)
 def test_calls_the_model_writes_as_text_are_recovered_with_the_builtin_template():
     """As shipped (the GGUF's own template), Qwen2.5-Coder writes its call as fenced JSON in the

@@ -32,6 +32,7 @@ def port_open(port: int) -> bool:
         return s.connect_ex(("127.0.0.1", port)) == 0
 
 
+@pytest.mark.usefixtures("local_model")
 def test_one_server_started_once_and_shared_by_concurrent_episodes():
     models, barrier = [], threading.Barrier(6)
 
@@ -70,6 +71,7 @@ def test_one_server_started_once_and_shared_by_concurrent_episodes():
     assert len(replies) == 2
 
 
+@pytest.mark.usefixtures("local_model")
 def test_stop_closes_the_port():
     server = LocalServer(resolve("qwen2.5-coder-0.5b"), LocalSettings(ctx=1024, parallel=1),
                          alias="lifecycle", pinned=True)
@@ -110,6 +112,7 @@ SCRIPT = textwrap.dedent('''
 ''')
 
 
+@pytest.mark.usefixtures("local_model")
 @pytest.mark.parametrize("how", ["exit", "sigint", "sigterm"])
 def test_server_stops_at_exit_and_on_ctrl_c_or_sigterm_mid_request(tmp_path, how):
     script = tmp_path / "lifecycle.py"
@@ -151,6 +154,7 @@ def test_settings_from_the_environment_and_bad_values(monkeypatch):
         LocalSettings.from_env().template_text(pinned=True)
 
 
+@pytest.mark.usefixtures("local_model")
 def test_model_names(tmp_path):
     with pytest.raises(ModelConfigError, match="unknown local model 'qwen9'"):
         get_model("local/qwen9")

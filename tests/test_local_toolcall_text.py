@@ -16,7 +16,6 @@ from metaopt.task_agent.models.toolcall_text import INVALID, TextToolCalls, reco
 from metaopt.traces.store import Store
 from metaopt.traces.tracing import Tracing
 from wire_servers import WireServer, openai_completion, openai_tool_call
-from _docker_fixtures import docker_backend, make_sandbox, test_image, test_run_id  # noqa: F401
 
 BASH = ToolSpec(name="bash", description="run", parameters={"type": "object"})
 
@@ -83,7 +82,7 @@ def test_with_text_calls_keeps_server_calls_and_notes_what_it_could_not_parse():
     assert with_text_calls(no_tools, []) is no_tools  # no tools offered: text is text
 
 
-@pytest.mark.docker
+@pytest.mark.usefixtures("docker_image")
 def test_a_call_written_as_text_over_the_real_client_reaches_the_sandbox_and_a_broken_one_the_model(
         tmp_path, make_sandbox):
     sb = make_sandbox()

@@ -17,14 +17,14 @@ import pytest
 
 from metaopt.traces.store import Store
 from _step_tasks import make_tasks
-from _docker_fixtures import metaopt, require_base_image
+from _docker_fixtures import metaopt
 
-pytestmark = pytest.mark.docker
+pytestmark = pytest.mark.usefixtures("docker_image")
 
 
 @pytest.fixture(scope="module", autouse=True)
-def base_image():
-    require_base_image()
+def base_image(docker_image):
+    """Docker and the base image, for every test that uses this."""
 
 
 def run(*args: str) -> subprocess.CompletedProcess:

@@ -18,37 +18,34 @@ import docker
 import pytest
 
 from metaopt.traces.store import Store
-from _docker_fixtures import docker_backend, make_sandbox, require_base_image, test_image, test_run_id  # noqa: F401
 from _ray_cluster import RayCluster
 from _step_tasks import make_tasks
 from metaopt.evaluation.ray_node import DISPATCH, cleanup_on_node
 
-pytest.importorskip("ray", reason="the ray executor needs metaopt[ray] (scripts/setup.sh installs it)")
-pytestmark = pytest.mark.docker
+pytestmark = pytest.mark.usefixtures("docker_image")
 SAMPLES = Path(__file__).parents[1] / "metaopt" / "benchmarks" / "samples" / "terminalbench"
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
-    require_base_image()
+def ray_cluster(docker_image, ray_start, tmp_path_factory):
     cache = tmp_path_factory.mktemp("node-cache")
-    with RayCluster(head_cpus=1, env={"METAOPT_NODE_CACHE": str(cache)}) as c:
+    with ray_start(head_cpus=1, env={"METAOPT_NODE_CACHE": str(cache)}) as c:
         c.add_node(num_cpus=1, resources={"second": 1})
         yield c
 
 
-def cli(cluster: RayCluster, *args: str, timeout: float = 900) -> subprocess.CompletedProcess:
+def cli(ray_cluster: RayCluster, *args: str, timeout: float = 900) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "metaopt.meta_agent.cli", *args], capture_output=True, text=True,
-                          timeout=timeout, env=cluster.env)
+                          timeout=timeout, env=ray_cluster.env)
 
 
-def start(cluster: RayCluster, *args: str) -> subprocess.Popen:
+def start(ray_cluster: RayCluster, *args: str) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-m", "metaopt.meta_agent.cli", *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=cluster.env)
+                            stderr=subprocess.PIPE, text=True, env=ray_cluster.env)
 
 
-def on_ray(cluster: RayCluster) -> list[str]:
-    return ["--executor", "ray", "--ray-address", cluster.address]
+def on_ray(ray_cluster: RayCluster) -> list[str]:
+    return ["--executor", "ray", "--ray-address", ray_cluster.address]
 
 
 def slow_task(root: Path, name: str, seconds: int, dockerfile: str = "FROM debian:bookworm-slim\nWORKDIR /app\n") -> Path:
@@ -93,10 +90,10 @@ def wait_for(check, timeout: float, what: str):
 
 
 @pytest.mark.parametrize("agent, expected", [("oracle", 1.0), ("nop", 0.0)])
-def test_sample_set_scores_the_same_on_ray_as_locally(cluster, tmp_path, agent, expected):
+def test_sample_set_scores_the_same_on_ray_as_locally(ray_cluster, tmp_path, agent, expected):
     db = tmp_path / "s.duckdb"
-    r = cli(cluster, "eval", "--benchmark", "terminalbench-sample", "--agent", agent, "-j", "2", "--db", str(db),
-            "--json", *on_ray(cluster))
+    r = cli(ray_cluster, "eval", "--benchmark", "terminalbench-sample", "--agent", agent, "-j", "2", "--db", str(db),
+            "--json", *on_ray(ray_cluster))
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
     ids = sorted(p.name for p in SAMPLES.iterdir() if p.is_dir())
@@ -109,12 +106,12 @@ def test_sample_set_scores_the_same_on_ray_as_locally(cluster, tmp_path, agent, 
     assert len({h["ray_node_id"] for h in hw}) == 2, "trials ran on both nodes"
 
 
-def test_traced_agent_spans_come_back_to_the_driver(cluster, tmp_path):
+def test_traced_agent_spans_come_back_to_the_driver(ray_cluster, tmp_path):
     db = tmp_path / "t.duckdb"
     tasks = ["hello-greetings", "fix-c-build"]
     runs = {}
-    for how in (on_ray(cluster), ["--executor", "local"]):
-        r = cli(cluster, "eval", "--benchmark", "terminalbench-sample", "--model", "fake/solution", "--tasks",
+    for how in (on_ray(ray_cluster), ["--executor", "local"]):
+        r = cli(ray_cluster, "eval", "--benchmark", "terminalbench-sample", "--model", "fake/solution", "--tasks",
                 ",".join(tasks), "--db", str(db), "--json", *how)
         assert r.returncode == 0, r.stderr
         out = json.loads(r.stdout)
@@ -131,7 +128,7 @@ def test_traced_agent_spans_come_back_to_the_driver(cluster, tmp_path):
         assert traced == len(tasks), "each trial row points at its episode's trace"
 
 
-def test_an_image_is_built_once_per_node_not_per_trial(cluster, tmp_path):
+def test_an_image_is_built_once_per_node_not_per_trial(ray_cluster, tmp_path):
     token = secrets.token_hex(6)
     ds = slow_task(tmp_path / "ds", f"once-{token}", 1,
                    dockerfile=f"FROM debian:bookworm-slim\nRUN echo {token} > /token\nWORKDIR /app\n")
@@ -143,8 +140,8 @@ def test_an_image_is_built_once_per_node_not_per_trial(cluster, tmp_path):
     watcher = threading.Thread(target=lambda: events.extend(stream), daemon=True)
     watcher.start()
     try:
-        r = cli(cluster, "eval", "--benchmark", "terminalbench", "--dataset", str(ds), "--agent", "oracle", "-k", "4",
-                "-j", "4", "--db", str(tmp_path / "i.duckdb"), "--json", *on_ray(cluster))
+        r = cli(ray_cluster, "eval", "--benchmark", "terminalbench", "--dataset", str(ds), "--agent", "oracle", "-k", "4",
+                "-j", "4", "--db", str(tmp_path / "i.duckdb"), "--json", *on_ray(ray_cluster))
         time.sleep(1)
     finally:
         stream.close()
@@ -163,34 +160,34 @@ def test_an_image_is_built_once_per_node_not_per_trial(cluster, tmp_path):
         client.images.remove(img.id, force=True)
 
 
-def test_no_node_can_hold_the_trial_is_an_error_row_not_a_hang(cluster, tmp_path):
-    r = cli(cluster, "eval", "--benchmark", "terminalbench-sample", "--agent", "oracle", "--tasks", "hello-greetings",
-            "--gpus", "1", "--db", str(tmp_path / "g.duckdb"), "--json", *on_ray(cluster), timeout=120)
+def test_no_node_can_hold_the_trial_is_an_error_row_not_a_hang(ray_cluster, tmp_path):
+    r = cli(ray_cluster, "eval", "--benchmark", "terminalbench-sample", "--agent", "oracle", "--tasks", "hello-greetings",
+            "--gpus", "1", "--db", str(tmp_path / "g.duckdb"), "--json", *on_ray(ray_cluster), timeout=120)
     assert r.returncode == 0, r.stderr
     [t] = json.loads(r.stdout)["tasks"]
     assert t["status"] == "error" and t["score"] is None
     assert "no node of the Ray cluster can hold this trial" in t["error"] and "1 GPU" in t["error"]
 
 
-def test_bad_executor_options_are_one_line_and_exit_2(cluster, tmp_path):
+def test_bad_executor_options_are_one_line_and_exit_2(ray_cluster, tmp_path):
     for args, words in ((["--executor", "spark"], "--executor: unknown executor 'spark'"),
-                        (["--ray-address", cluster.address], "--ray-address: needs --executor ray"),
+                        (["--ray-address", ray_cluster.address], "--ray-address: needs --executor ray"),
                         (["--executor", "ray", "--ray-address", "127.0.0.2:1"], "cannot join the Ray cluster")):
-        r = cli(cluster, "eval", "--benchmark", "terminalbench-sample", "--agent", "nop", "--tasks", "hello-greetings",
+        r = cli(ray_cluster, "eval", "--benchmark", "terminalbench-sample", "--agent", "nop", "--tasks", "hello-greetings",
                 "--db", str(tmp_path / "b.duckdb"), *args, timeout=180)
         assert r.returncode == 2 and words in r.stderr, r.stderr
         assert "Traceback" not in r.stderr
 
 
-def test_a_worker_killed_mid_trial_is_retried_and_the_trial_completes(cluster, tmp_path):
+def test_a_worker_killed_mid_trial_is_retried_and_the_trial_completes(ray_cluster, tmp_path):
     name = f"slow-{secrets.token_hex(4)}"
     ds = slow_task(tmp_path / "ds", name, 12)
     db = tmp_path / "k.duckdb"
-    proc = start(cluster, "eval", "--benchmark", "terminalbench", "--dataset", str(ds), "--agent", "oracle",
-                 "--db", str(db), "--json", *on_ray(cluster))
+    proc = start(ray_cluster, "eval", "--benchmark", "terminalbench", "--dataset", str(ds), "--agent", "oracle",
+                 "--db", str(db), "--json", *on_ray(ray_cluster))
     try:
         wait_for(lambda: containers([name]), 180, "the trial's container")
-        [victim] = wait_for(lambda: cluster.busy_workers("trial_on_node"), 30, "the worker running the trial")
+        [victim] = wait_for(lambda: ray_cluster.busy_workers("trial_on_node"), 30, "the worker running the trial")
         os.kill(victim, signal.SIGKILL)
         stdout, stderr = proc.communicate(timeout=300)
     finally:
@@ -221,12 +218,11 @@ def test_cleanup_of_a_failed_dispatch_leaves_the_retry_on_the_same_daemon_alone(
     assert retry.exec("echo alive").stdout.strip() == "alive"
 
 
-def test_a_node_that_dies_mid_trial_is_left_and_the_trial_completes_on_another(tmp_path):
-    require_base_image()
+def test_a_node_that_dies_mid_trial_is_left_and_the_trial_completes_on_another(docker_image, ray_start, tmp_path):
     name = f"slow-{secrets.token_hex(4)}"
     ds = slow_task(tmp_path / "ds", name, 12)
     db = tmp_path / "n.duckdb"
-    with RayCluster(head_cpus=0, env={"METAOPT_NODE_CACHE": str(tmp_path / "cache")}) as c:  # trials go to the nodes
+    with ray_start(head_cpus=0, env={"METAOPT_NODE_CACHE": str(tmp_path / "cache")}) as c:  # trials go to the nodes
         nodes = [c.add_node(num_cpus=1), c.add_node(num_cpus=1)]
         proc = start(c, "eval", "--benchmark", "terminalbench", "--dataset", str(ds), "--agent", "oracle",
                      "--db", str(db), "--json", *on_ray(c))
@@ -253,14 +249,14 @@ def test_a_node_that_dies_mid_trial_is_left_and_the_trial_completes_on_another(t
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
-def test_interrupt_cancels_the_ray_tasks_and_leaves_no_container(cluster, tmp_path, sig):
+def test_interrupt_cancels_the_ray_tasks_and_leaves_no_container(ray_cluster, tmp_path, sig):
     names = [f"hang-{secrets.token_hex(4)}" for _ in range(2)]
     ds = tmp_path / "ds"
     for n in names:
         slow_task(ds, n, 300)
     db = tmp_path / "c.duckdb"
-    proc = start(cluster, "eval", "--benchmark", "terminalbench", "--dataset", str(ds), "--agent", "oracle", "-j", "2",
-                 "--db", str(db), *on_ray(cluster))
+    proc = start(ray_cluster, "eval", "--benchmark", "terminalbench", "--dataset", str(ds), "--agent", "oracle", "-j", "2",
+                 "--db", str(db), *on_ray(ray_cluster))
     try:
         wait_for(lambda: len(containers(names)) == 2, 180, "both trials' containers")
         proc.send_signal(sig)
@@ -271,7 +267,7 @@ def test_interrupt_cancels_the_ray_tasks_and_leaves_no_container(cluster, tmp_pa
         remove(names)
     assert proc.returncode == 130, stderr
     assert leftovers == []
-    wait_for(lambda: not cluster.busy_workers("trial_on_node"), 30, "the cancelled tasks to end")
+    wait_for(lambda: not ray_cluster.busy_workers("trial_on_node"), 30, "the cancelled tasks to end")
     with Store(db, read_only=True) as s:
         assert s.rows("SELECT status FROM runs") == [{"status": "interrupted"}]
 
@@ -282,10 +278,10 @@ def run_args(ds: Path, db: Path, *extra: str) -> list[str]:
             "--max-iterations", "2", "--db", str(db), "--json", *extra]
 
 
-def test_optimizer_on_ray_survives_a_killed_driver_and_resumes_only_unfinished_trials(cluster, tmp_path):
+def test_optimizer_on_ray_survives_a_killed_driver_and_resumes_only_unfinished_trials(ray_cluster, tmp_path):
     ds = make_tasks(tmp_path / "ds", n_long=4, n_short=2)
     db = tmp_path / "r.duckdb"
-    proc = start(cluster, *run_args(ds, db, *on_ray(cluster)))
+    proc = start(ray_cluster, *run_args(ds, db, *on_ray(ray_cluster)))
     lines: list[str] = []
     threading.Thread(target=lambda: lines.extend(proc.stderr), daemon=True).start()
     try:
@@ -299,7 +295,7 @@ def test_optimizer_on_ray_survives_a_killed_driver_and_resumes_only_unfinished_t
     finally:
         proc.kill()
     try:
-        check_resume(cluster, db, exp)
+        check_resume(ray_cluster, db, exp)
     finally:  # what the killed driver left, if the resume did not remove it
         api = docker.from_env().api
         for c in api.containers(all=True, filters={"label": "metaopt.managed=true"}):
@@ -307,12 +303,12 @@ def test_optimizer_on_ray_survives_a_killed_driver_and_resumes_only_unfinished_t
                 api.remove_container(c["Id"], force=True)
 
 
-def check_resume(cluster: RayCluster, db: Path, exp: str) -> None:
+def check_resume(ray_cluster: RayCluster, db: Path, exp: str) -> None:
     with Store(db, read_only=True) as s:
         before = {r["trial_id"]: r["finished_at"] for r in s.rows("SELECT trial_id, finished_at FROM trials")}
         [cfg] = s.rows("SELECT config FROM experiments WHERE experiment_id = ?", [exp])
     assert before and json.loads(cfg["config"])["run"]["executor"] == "ray"
-    r = cli(cluster, "run", "--resume", exp, "--db", str(db), "--json", "--ray-address", cluster.address)
+    r = cli(ray_cluster, "run", "--resume", exp, "--db", str(db), "--json", "--ray-address", ray_cluster.address)
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
     assert out["experiment_id"] == exp and out["best_test_score"] is not None
@@ -328,11 +324,11 @@ def check_resume(cluster: RayCluster, db: Path, exp: str) -> None:
 
 
 @pytest.mark.parametrize("executor", ["ray", "local"])
-def test_max_trials_stops_dispatching_mid_evaluation(cluster, tmp_path, executor):
+def test_max_trials_stops_dispatching_mid_evaluation(ray_cluster, tmp_path, executor):
     ds = make_tasks(tmp_path / "ds", n_long=4, n_short=2)
     db = tmp_path / "m.duckdb"
-    how = on_ray(cluster) if executor == "ray" else ["--executor", "local"]
-    r = cli(cluster, *run_args(ds, db, "--max-trials", "3", "-j", "1", *how))
+    how = on_ray(ray_cluster) if executor == "ray" else ["--executor", "local"]
+    r = cli(ray_cluster, *run_args(ds, db, "--max-trials", "3", "-j", "1", *how))
     assert r.returncode == 0, r.stderr
     assert "max trials (3) reached" in json.loads(r.stdout)["stop_reason"]
     with Store(db, read_only=True) as s:

@@ -10,13 +10,6 @@ from pathlib import Path
 import docker
 import docker.errors
 import pytest
-from _docker_fixtures import (  # noqa: F401  (fixtures)
-    built_images,
-    docker_backend,
-    make_sandbox,
-    test_image,
-    test_run_id,
-)
 from sandbox_conformance import SandboxConformance
 
 from metaopt.sandbox.base import SandboxSpec
@@ -24,7 +17,7 @@ from metaopt.sandbox.docker import DockerBackend
 from metaopt.core.errors import ImageBuildError, ImageNotFound, SandboxError, SandboxUnavailable
 from metaopt.sandbox.images import ImageMap
 
-pytestmark = [pytest.mark.docker, pytest.mark.timeout(120)]
+pytestmark = [pytest.mark.usefixtures("docker_image"), pytest.mark.timeout(120)]
 
 
 class TestDockerConformance(SandboxConformance):

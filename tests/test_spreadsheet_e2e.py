@@ -10,14 +10,14 @@ import openpyxl
 import pytest
 import yaml
 
-from _docker_fixtures import metaopt, require_base_image
+from _docker_fixtures import metaopt
 
-pytestmark = pytest.mark.docker
+pytestmark = pytest.mark.usefixtures("docker_image")
 
 
 @pytest.fixture(scope="module", autouse=True)
-def _docker():
-    require_base_image()
+def _docker(docker_image):
+    """Docker and the base image, for every test that uses this."""
 
 
 PACKAGED = Path(__file__).parents[1] / "metaopt" / "benchmarks" / "samples" / "spreadsheetbench"

@@ -12,10 +12,9 @@ from metaopt.sandbox import forensics as fx
 from metaopt.sandbox.base import SandboxSpec
 from metaopt.sandbox.tamper import Scope, scan
 from metaopt.sandbox.toolchain import Toolchain
-from _docker_fixtures import (DEFAULT_TEST_IMAGE, built_images, docker_backend, make_sandbox,  # noqa: F401
-                              test_image, test_run_id)
+from _docker_fixtures import DEFAULT_TEST_IMAGE
 
-pytestmark = pytest.mark.docker
+pytestmark = pytest.mark.usefixtures("docker_image")
 
 
 def _procs(sb) -> str:

@@ -18,7 +18,6 @@ from metaopt.task_agent.harness import ToolDef
 from metaopt.task_agent.harness_io import load_harness
 from metaopt.task_agent.tools import check_arguments, render_command, run_tool
 from metaopt.task_agent.truncate import truncate_middle
-from _docker_fixtures import docker_backend, test_image  # noqa: F401  (fixtures)
 
 HARNESSES = Path(__file__).resolve().parent.parent / "metaopt" / "harnesses"
 TRICKY = "it's \"quoted\" $HOME `id` $(echo no) \\ back\nline two ünïcødé ✓\n\ttab; rm -rf /tmp/x &&\n"
@@ -108,7 +107,7 @@ def shell(sandbox: Any) -> Iterator[Any]:
     sh.close()
 
 
-@pytest.mark.docker
+@pytest.mark.usefixtures("docker_image")
 def test_bash_quotes_newlines_and_heredocs(sandbox: Any, shell: Any) -> None:
     command = "cat > /tmp/h.txt <<'EOF'\nsingle ' double \" $HOME\nEOF\ncat /tmp/h.txt; echo \"a'b\""
     out = run_tool(BASH, {"text": command}, sandbox, shell)
@@ -118,7 +117,7 @@ def test_bash_quotes_newlines_and_heredocs(sandbox: Any, shell: Any) -> None:
     assert quoted.full_length == len(TRICKY)
 
 
-@pytest.mark.docker
+@pytest.mark.usefixtures("docker_image")
 def test_persistent_session_keeps_cwd_and_env(sandbox: Any, shell: Any) -> None:
     run_tool(BASH, {"text": "mkdir -p /tmp/w && cd /tmp/w && export GREETING=hi"}, sandbox, shell)
     assert run_tool(BASH, {"text": "pwd; echo $GREETING"}, sandbox, shell).output == "/tmp/w\nhi"
@@ -126,7 +125,7 @@ def test_persistent_session_keeps_cwd_and_env(sandbox: Any, shell: Any) -> None:
     assert run_tool(fresh, {"text": "pwd; echo ${GREETING:-unset}"}, sandbox, shell).output == "/app\nunset"
 
 
-@pytest.mark.docker
+@pytest.mark.usefixtures("docker_image")
 def test_stderr_and_exit_code_are_labelled(sandbox: Any, shell: Any) -> None:
     out = run_tool(BASH, {"text": "echo out; echo err >&2; (exit 3)"}, sandbox, shell)
     assert out.output == "out\n[stderr]\nerr\n[exit code 3]"
@@ -134,7 +133,7 @@ def test_stderr_and_exit_code_are_labelled(sandbox: Any, shell: Any) -> None:
     assert run_tool(BASH, {"text": "true"}, sandbox, shell).output == "[no output]"
 
 
-@pytest.mark.docker
+@pytest.mark.usefixtures("docker_image")
 def test_timeout_note_and_next_call_works(sandbox: Any, shell: Any) -> None:
     quick = _shell_tool("{text!raw}", timeout_s=1)
     out = run_tool(quick, {"text": "echo started; sleep 30"}, sandbox, shell)
@@ -148,7 +147,7 @@ def test_timeout_note_and_next_call_works(sandbox: Any, shell: Any) -> None:
     assert "[command timed out after 1.5 s]" in late.output
 
 
-@pytest.mark.docker
+@pytest.mark.usefixtures("docker_image")
 def test_truncation_keeps_head_and_tail(sandbox: Any, shell: Any) -> None:
     tool = _shell_tool("{text!raw}", output_limit=100)
     out = run_tool(tool, {"text": "echo BEGIN; seq 1 2000; echo END"}, sandbox, shell)
@@ -157,7 +156,7 @@ def test_truncation_keeps_head_and_tail(sandbox: Any, shell: Any) -> None:
     assert f"[... {out.full_length - 100} characters omitted ...]" in out.output
 
 
-@pytest.mark.docker
+@pytest.mark.usefixtures("docker_image")
 def test_baseline_write_and_read_file_round_trip(sandbox: Any, shell: Any) -> None:
     tools = {t.name: t for t in load_harness(HARNESSES / "baseline").tools}
     run_tool(tools["bash"], {"command": "mkdir -p /tmp/rw && cd /tmp/rw"}, sandbox, shell)
@@ -179,7 +178,7 @@ def test_baseline_write_and_read_file_round_trip(sandbox: Any, shell: Any) -> No
     assert bad.is_error and "'start_line' must be integer" in bad.output
 
 
-@pytest.mark.docker
+@pytest.mark.usefixtures("docker_image")
 def test_python_tool_receives_json_args(sandbox: Any, shell: Any) -> None:
     args = {"text": TRICKY + "EOF\nMETAOPT_ARGS_x\n", "n": 7}
     for session in ("persistent", "fresh"):
@@ -191,7 +190,7 @@ def test_python_tool_receives_json_args(sandbox: Any, shell: Any) -> None:
     assert json.loads(out.output) == big
 
 
-@pytest.mark.docker
+@pytest.mark.usefixtures("docker_image")
 def test_python_tool_cwd_errors_and_lost_script(sandbox: Any, shell: Any) -> None:
     run_tool(BASH, {"text": "cd /tmp"}, sandbox, shell)
     cwd = _python_tool("import os\nprint(os.getcwd())\n")

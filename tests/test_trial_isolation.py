@@ -5,9 +5,8 @@ from __future__ import annotations
 import pytest
 
 from metaopt.evaluation import stop_agent_processes
-from tests._docker_fixtures import docker_backend, make_sandbox, test_image, test_run_id  # noqa: F401
 
-pytestmark = pytest.mark.docker
+pytestmark = pytest.mark.usefixtures("docker_image")
 
 
 def _alive(sb, pattern: str) -> bool:
