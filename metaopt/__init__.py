@@ -26,11 +26,11 @@ _LAZY = {
     "TrialResult": "metaopt.evaluation.result", "EvalResult": "metaopt.evaluation.runner",
     "Store": "metaopt.traces.store", "UserError": "metaopt.core.errors",
 }
-__all__ = sorted(_LAZY)
+__all__ = ["EvalConfig", "EvalResult", "Harness", "RunConfig", "Store", "Task", "TrialResult", "UserError",
+           "docker_backend", "evaluate", "export", "load_benchmark", "load_harness", "open_store", "run_experiment"]
 
 if TYPE_CHECKING:
-    from metaopt.api import (docker_backend, evaluate, export, load_benchmark, load_harness, open_store,
-                             run_experiment)
+    from metaopt.api import docker_backend, evaluate, export, load_benchmark, load_harness, open_store, run_experiment
     from metaopt.benchmarks.task import Task
     from metaopt.core.errors import UserError
     from metaopt.evaluation.config import EvalConfig

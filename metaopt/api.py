@@ -104,7 +104,7 @@ def run_experiment(config: RunConfig, *, harness: str | Path = "minimal", store:
             store.close()
 
 
-def export(candidate: str, format: str, out: str | Path, *, db: str | Path = DEFAULT_DB,  # noqa: A002
+def export(candidate: str, format: str, out: str | Path, *, db: str | Path = DEFAULT_DB,
            allow_gaps: bool = False) -> ExportResult:
     """Export a harness (a candidate id from the store, or a harness folder) as a standalone agent:
     format is one of `metaopt export --help`'s (python, inspect, openai-agents, ...)."""
