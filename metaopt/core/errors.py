@@ -77,6 +77,10 @@ class ExportError(UserError):
     """A candidate or folder that cannot be exported in the format asked for."""
 
 
+class UnknownFormat(UnknownName, ExportError):
+    """No export format of that name."""
+
+
 class ExecutorError(UserError):
     """An executor that cannot run: an unknown name, no Ray cluster at the address."""
 

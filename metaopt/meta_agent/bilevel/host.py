@@ -15,7 +15,6 @@ for what the mechanism does; HostStartError only when the host itself cannot sta
 from __future__ import annotations
 
 import ctypes
-import importlib
 import json
 import os
 import random
@@ -247,8 +246,9 @@ class BuiltinHost:
     isolation = "in process (built-in)"
 
     def __init__(self, name: str):
-        module = importlib.import_module(f"metaopt.meta_agent.mechanisms.{name}")
-        self._cls = module.Mechanism
+        from metaopt.meta_agent.mechanisms import MECHANISMS
+
+        self._cls = MECHANISMS.load(name)
         self._obj = self._cls()
         self.dead: str | None = None
         self.info = {"name": self._cls.name, "hooks": [h for h in HOOKS if callable(self._cls.__dict__.get(h))]}
