@@ -28,17 +28,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from metaopt.core.errors import SandboxError
+from metaopt.core.errors import HostStartError, SandboxError
 from metaopt.meta_agent.mechanisms import host_source
 from metaopt.meta_agent.mechanisms.protocol import HOOKS, check_output
 
 MAX_LINE = 1 << 20
 NOBODY = 65534
 CLONE_NEWNET = 0x40000000
-
-
-class HostStartError(Exception):
-    """The host could not start, or the module did not load (its message says why)."""
 
 
 @dataclass(frozen=True)
