@@ -143,6 +143,10 @@ class SandboxUnavailable(SandboxError, UserError):
         UserError.__init__(self, message)
 
 
+class ToolchainMissing(SandboxUnavailable):
+    """For the user: no static busybox on the host: install busybox-static (scripts/setup.sh)."""
+
+
 # -- systemic: the run cannot go on ----------------------------------------------------------------
 class SystemicError(MetaoptError, RuntimeError):
     """For the system: the run cannot go on; raised, and the optimizer stops cleanly (resumable)."""
