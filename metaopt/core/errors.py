@@ -118,6 +118,15 @@ class EditError(ToolError):
     left as it was."""
 
 
+class NoSuchRecord(ToolError, KeyError):
+    """For the model: a candidate or task a meta-agent tool was asked about is not one it may see;
+    the message (naming what it may see) goes back to the model. A KeyError too, for the lookups'
+    callers."""
+
+    def __str__(self) -> str:  # the message as given, not KeyError's repr of it
+        return Exception.__str__(self)
+
+
 # -- per-task failures: a trial row, never raised out of a trial -----------------------------------
 class TaskFailure(MetaoptError):
     """For the task: something about one task's trial failed outside the agent's control."""
