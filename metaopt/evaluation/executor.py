@@ -27,7 +27,6 @@ def local(ray_address: str | None, *, image_map: Any = None) -> None:
     """A thread pool of trials on this machine's Docker daemon (built by run_eval)."""
     if ray_address:
         raise ExecutorError("needs --executor ray", field="--ray-address")
-    return None
 
 
 def ray(ray_address: str | None, *, image_map: Any = None) -> Any:
