@@ -47,11 +47,11 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--tasks", type=int, default=12)
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--concurrency", "-j", type=int, default=2)
-    ap.add_argument("--agent", default="nop", choices=sorted(AGENTS))
+    ap.add_argument("--agent", default="nop", choices=AGENTS.names())
     ap.add_argument("--ray-address", default=None, help="an existing cluster (default: start a two-node one here)")
     args = ap.parse_args(argv)
     tasks = load_benchmark("terminalbench-sample")[: args.tasks]
-    agent = AGENTS[args.agent]()
+    agent = AGENTS.load(args.agent)()
     backend = DockerBackend()
     cluster = None
     with tempfile.TemporaryDirectory() as tmp:

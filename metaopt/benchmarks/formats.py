@@ -8,7 +8,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from metaopt.benchmarks.task import Task, TaskLoadError
-from metaopt.core.errors import TaskFormatError
+from metaopt.core.errors import BenchmarkError, TaskFormatError
 
 
 def first_error(e: ValidationError) -> str:
@@ -49,10 +49,10 @@ def load_task(task_dir: Path, benchmark: str) -> Task:
 def load_dataset(path: Path, benchmark: str) -> list[Task | TaskLoadError]:
     """Every task under `path` (a task directory itself, or a directory of task directories),
     sorted by id. A malformed task becomes a TaskLoadError; the others still load.
-    Raises FileNotFoundError / TaskFormatError when the path holds no task at all."""
+    Raises BenchmarkError / TaskFormatError when the path holds no task at all."""
     path = Path(path)
     if not path.is_dir():
-        raise FileNotFoundError(f"dataset path {path} does not exist or is not a directory")
+        raise BenchmarkError(f"dataset path {path} does not exist or is not a directory")
     if (path / "dataset.json").is_file():  # raw SpreadsheetBench (reference section 0)
         from metaopt.benchmarks.spreadsheet.loader import load_dataset as load_spreadsheets
         return load_spreadsheets(path, benchmark)

@@ -1,4 +1,5 @@
-"""Every metaopt error, grouped by who it is for.
+"""Every metaopt error, grouped by who it is for; each class's docstring starts by naming it
+("For the user:", "For the model:", "For the task:", "For the system:").
 
 - **User mistakes** (`UserError`): a bad flag, file, name or missing extra. Raised before anything
   is recorded (or leaving what is recorded intact); the CLI prints the message as one line and
@@ -7,7 +8,8 @@
   model sees the message and may try again. Never escapes a proposal.
 - **Per-task failures** (`TaskFailure`): an image that does not build, a sandbox that died. The
   trial runner turns each into a trial row (status `error`, the message in `error`); they never
-  escape a trial. Model API failures inside an episode are recorded the same way by the agent.
+  escape a trial. Model API failures inside an episode are recorded the same way by the agent;
+  a candidate or a search mechanism that fails its checks is recorded too (invalid, refused).
 - **Systemic failures** (`SystemicError`): the run cannot go on (model requests switched off, a
   meta-model that keeps failing). Raised; the optimizer stops cleanly and can be resumed.
 
@@ -24,7 +26,7 @@ class MetaoptError(Exception):
 
 # -- user mistakes: one line, exit 2 ---------------------------------------------------------------
 class UserError(MetaoptError, ValueError):
-    """A user mistake. `str(e)` is one line; `field` (e.g. "--harness") is prefixed by the CLI."""
+    """For the user: a mistake of theirs. `str(e)` is one line; `field` (e.g. "--harness") is prefixed by the CLI."""
 
     def __init__(self, message: str, *, field: str | None = None) -> None:
         super().__init__(message)
@@ -37,7 +39,7 @@ class UserError(MetaoptError, ValueError):
 
 
 class MissingExtra(UserError):
-    """An optional dependency is not installed; the message names the extra to install."""
+    """For the user: an optional dependency is not installed; the message names the extra to install."""
 
     def __init__(self, what: str, extra: str, module: str | None = None) -> None:
         missing = f" ({module} is not installed)" if module else ""
@@ -46,7 +48,7 @@ class MissingExtra(UserError):
 
 
 class UnknownName(UserError):
-    """A registry has no implementation of that name; the message lists the known ones."""
+    """For the user: a registry has no implementation of that name; the message lists the known ones."""
 
     def __init__(self, kind: str, name: str, known: list[str], hint: str = "") -> None:
         super().__init__(f"unknown {kind} '{name}' (known: {', '.join(known)}){hint}")
@@ -54,39 +56,43 @@ class UnknownName(UserError):
 
 
 class BenchmarkError(UserError):
-    """Bad benchmark name, dataset path or task selection."""
+    """For the user: a bad benchmark name, dataset path or task selection."""
 
 
 class UnknownBenchmark(UnknownName, BenchmarkError):
-    """No benchmark of that name."""
+    """For the user: no benchmark of that name."""
 
 
 class SplitError(UserError):
-    """A bad --split, or too few tasks to split."""
+    """For the user: a bad --split, or too few tasks to split."""
 
 
 class HarnessError(UserError):
-    """An invalid or unreadable harness, reported in one line naming the file and the field path."""
+    """For the user: an invalid or unreadable harness, reported in one line naming the file and the field path."""
 
 
 class StoreError(UserError):
-    """The store file cannot be used (missing, corrupt, locked, newer schema)."""
+    """For the user: the store file cannot be used (missing, corrupt, locked, newer schema)."""
 
 
 class ExportError(UserError):
-    """A candidate or folder that cannot be exported in the format asked for."""
+    """For the user: a candidate or folder that cannot be exported in the format asked for."""
+
+
+class UnknownFormat(UnknownName, ExportError):
+    """For the user: no export format of that name."""
 
 
 class ExecutorError(UserError):
-    """An executor that cannot run: an unknown name, no Ray cluster at the address."""
+    """For the user: an executor that cannot run: an unknown name, no Ray cluster at the address."""
 
 
 class ModelConfigError(UserError):
-    """A model name, base URL or setting is wrong; the message names what to fix."""
+    """For the user: a model name, base URL or setting is wrong; the message names what to fix."""
 
 
 class MissingApiKey(ModelConfigError):
-    """The provider's API key environment variable is not set. The message never holds a key."""
+    """For the user: the provider's API key environment variable is not set. The message never holds a key."""
 
     def __init__(self, env_var: str) -> None:
         super().__init__(f"{env_var} is not set")
@@ -94,7 +100,7 @@ class MissingApiKey(ModelConfigError):
 
 
 class UnknownProvider(ModelConfigError):
-    """The `provider/` prefix of a model name is not registered."""
+    """For the user: the `provider/` prefix of a model name is not registered."""
 
     def __init__(self, name: str, known: list[str]) -> None:
         super().__init__(f"unknown model provider in {name!r}; known providers: {', '.join(sorted(known))} "
@@ -104,50 +110,63 @@ class UnknownProvider(ModelConfigError):
 
 # -- sent back to a model --------------------------------------------------------------------------
 class ToolError(MetaoptError):
-    """A meta-agent tool call that cannot be honoured; its message goes back to the model."""
+    """For the model: a meta-agent tool call that cannot be honoured; its message goes back to the model."""
 
 
 class EditError(ToolError):
-    """A structured harness edit that cannot be applied (meta_agent.proposers.edits); the draft is
+    """For the model: a structured harness edit that cannot be applied (meta_agent.proposers.edits); the draft is
     left as it was."""
+
+
+class NoSuchRecord(ToolError, KeyError):
+    """For the model: a candidate or task a meta-agent tool was asked about is not one it may see;
+    the message (naming what it may see) goes back to the model. A KeyError too, for the lookups'
+    callers."""
+
+    def __str__(self) -> str:  # the message as given, not KeyError's repr of it
+        return Exception.__str__(self)
 
 
 # -- per-task failures: a trial row, never raised out of a trial -----------------------------------
 class TaskFailure(MetaoptError):
-    """Something about one task's trial failed outside the agent's control."""
+    """For the task: something about one task's trial failed outside the agent's control."""
 
 
 class SandboxError(TaskFailure):
-    """A sandbox operation failed for a reason outside the command being run."""
+    """For the task: a sandbox operation failed for a reason outside the command being run."""
 
 
 class ImageNotFound(SandboxError):
-    """An image is not present locally, cannot be pulled, and the image map has no entry for it."""
+    """For the task: an image is not present locally, cannot be pulled, and the image map has no entry for it."""
 
 
 class ImageBuildError(SandboxError):
-    """An image build failed; the message names the failing step and ends with the log tail."""
+    """For the task: an image build failed; the message names the failing step and ends with the log tail."""
 
 
 class SandboxUnavailable(SandboxError, UserError):
-    """The backend cannot be reached at all (no Docker daemon, no permission). Not per-task: the
+    """For the user: the backend cannot be reached at all (no Docker daemon, no permission). Not per-task: the
     whole run stops before (or as soon as) it notices; the CLI says how to fix it, exit 2."""
 
     def __init__(self, message: str) -> None:
         UserError.__init__(self, message)
 
 
+class ToolchainMissing(SandboxUnavailable):
+    """For the user: no static busybox on the host: install busybox-static (scripts/setup.sh)."""
+
+
 # -- systemic: the run cannot go on ----------------------------------------------------------------
 class SystemicError(MetaoptError, RuntimeError):
-    """The run cannot go on; raised, and the optimizer stops cleanly (resumable)."""
+    """For the system: the run cannot go on; raised, and the optimizer stops cleanly (resumable)."""
 
 
 class ModelRequestsBlocked(SystemicError):
-    """A real model request was attempted while model requests are switched off (tests)."""
+    """For the system: a real model request was attempted while model requests are switched off (tests)."""
 
 
 class ModelError(SystemicError):
-    """A model API call failed for good: a non-retryable error, or retries ran out. Inside a task
+    """For the system: a model API call failed for good: a non-retryable error, or retries ran out. Inside a task
     episode the agent records it as the episode's outcome (a per-task failure row).
 
     `error_type` is low-cardinality (the provider's error type, e.g. "rate_limit_error", or
@@ -160,19 +179,43 @@ class ModelError(SystemicError):
         self.status_code, self.attempts = status_code, attempts
 
 
+class HostStartError(TaskFailure):
+    """For the task: a bilevel mechanism's host could not start, or its module did not load (the
+    message says why). Recorded as that mechanism's refusal; never raised out of the outer loop."""
+
+
+class CandidateRefused(TaskFailure):
+    """For the task: a child's trial inside the staged gate was tampered. The candidate is recorded
+    as invalid with this message; never raised out of its iteration."""
+
+
+class CheckFailed(TaskFailure):
+    """For the task: a validation step of a generated mechanism failed (the message says which and
+    why). Recorded as that step's failure, so the mechanism is refused; never raised out of the ladder."""
+
+
 # -- placed here so that every error is in one module ------------------------------------------------
 class TaskFormatError(UserError):
-    """A task directory is malformed; the message names the file and the field. Loading a whole
+    """For the user: a task directory is malformed; the message names the file and the field. Loading a whole
     dataset records each such task as a TaskLoadError row instead of raising."""
 
 
 class DataError(BenchmarkError):
-    """A data dir holds no usable text (gptpretrain --dataset)."""
+    """For the user: a data dir holds no usable text (gptpretrain --dataset)."""
 
 
 class InspectLoadError(BenchmarkError):
-    """An inspect module, task or the inspect-ai install is unusable."""
+    """For the user: an inspect module, task or the inspect-ai install is unusable."""
+
+
+class NotFound(UserError, KeyError):
+    """For the user: a stored record (experiment, trial, trace, candidate) named in a query does
+    not exist. One line, exit 2 from the CLI; 404 from the explorer. A KeyError too, for the
+    lookups' callers."""
+
+    def __str__(self) -> str:  # the message as given, not KeyError's repr of it
+        return Exception.__str__(self)
 
 
 class BadRequest(UserError):
-    """A missing or malformed query parameter to the explorer's HTTP API (answered with 400)."""
+    """For the user: a missing or malformed query parameter to the explorer's HTTP API (answered with 400)."""

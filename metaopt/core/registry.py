@@ -1,5 +1,5 @@
 """Implementations by short name: one registry shape for models, proposers, strategies,
-benchmarks and scorers.
+benchmarks, scorers, agents, executors, export formats and bilevel mechanisms.
 
 A registry maps names to "module:attr" targets, imported only when asked for (nothing happens at
 import time). Plugins add names through one entry-point group per kind (`metaopt.models`,
@@ -14,16 +14,19 @@ from __future__ import annotations
 
 import importlib
 from importlib.metadata import entry_points
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from metaopt.core.errors import UnknownName
 
 
 class Registry:
     def __init__(self, kind: str, group: str, builtins: dict[str, str],
-                 error: Callable[[str, str, list[str]], UnknownName] = UnknownName) -> None:
-        """`error(kind, name, known)` builds the exception for an unknown name."""
+                 error: Callable[[str, str, list[str]], UnknownName] = UnknownName, *,
+                 field: str | None = None) -> None:
+        """`error(kind, name, known)` builds the exception for an unknown name; `field` (e.g.
+        "--agent") is the option a user names it with, put on that error for the CLI's line."""
         self.kind, self.group, self.builtins, self.error = kind, group, dict(builtins), error
+        self.field = field
 
     def targets(self) -> dict[str, str]:
         """Name -> "module:attr": built-ins first, then plugins (which cannot replace a built-in)."""
@@ -33,6 +36,9 @@ class Registry:
     def names(self) -> list[str]:
         return list(self.targets())
 
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.names())
+
     def __contains__(self, name: object) -> bool:
         return isinstance(name, str) and (name in self.builtins or name in self.targets())
 
@@ -40,7 +46,9 @@ class Registry:
         """The "module:attr" of `name`. Raises UnknownName."""
         target = self.builtins.get(name) or self.targets().get(name)
         if target is None:
-            raise self.error(self.kind, name, self.names())
+            e = self.error(self.kind, name, self.names())
+            e.field = e.field or self.field
+            raise e
         return target
 
     def load(self, name: str) -> Any:

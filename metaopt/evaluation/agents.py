@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from metaopt.benchmarks.task import Task
+from metaopt.core.registry import Registry
 from metaopt.sandbox.base import Sandbox
 from metaopt.task_agent.harness import Harness
 from metaopt.task_agent.loop import TaskAgent
@@ -84,8 +85,12 @@ class OracleAgent:
         return AgentResult(log=_tail("".join(log)), steps=len(sol.steps))
 
 
-AGENTS = {"oracle": OracleAgent, "nop": NopAgent}
-"""The reference agents `metaopt eval --agent` runs."""
+AGENTS = Registry("agent", "metaopt.agents", {
+    "oracle": "metaopt.evaluation.agents:OracleAgent",
+    "nop": "metaopt.evaluation.agents:NopAgent",
+}, field="--agent")
+"""Reference agents by name (`--agent`); plugins through the `metaopt.agents` entry-point group.
+Each target is a class whose instances are Agents, built with no arguments."""
 
 
 def _tail(text: str, limit: int = 20_000) -> str:

@@ -63,10 +63,7 @@ class EvalConfig(BaseModel):
         from metaopt.task_agent.models import get_model
 
         if self.model is None:
-            name = self.agent or "oracle"
-            if name not in AGENTS:
-                raise UserError(f"unknown agent '{name}' (known: {', '.join(AGENTS)})", field="--agent")
-            return AGENTS[name]()
+            return AGENTS.load(self.agent or "oracle")()
         harness = _about("--harness", lambda: load_harness(resolve_harness(self.harness or "baseline")))
         from metaopt.task_agent.models.fake import needs_task
 

@@ -27,6 +27,7 @@ from typing import Any, Callable
 
 from metaopt.benchmarks.canary import canary_tasks, is_canary
 from metaopt.benchmarks.task import Task
+from metaopt.core.errors import CandidateRefused
 from metaopt.evaluation import HarnessAgent, TrialResult, run_eval
 from metaopt.evaluation.runner import Executor
 from metaopt.meta_agent import memory, staged
@@ -92,7 +93,7 @@ class Experiment:
                 scores[r.task_id][r.attempt] = r.score
         if cid in self._watch and split in ("validation", "confirm"):  # a child inside the staged gate
             if bad := _refused(result.rows):
-                raise _Refused(bad)
+                raise CandidateRefused(bad)
             scores = _charged(self._watch[cid], scores)
         return scores, result.rows
 
@@ -293,7 +294,7 @@ class Experiment:
         self._watch[cid] = p_val  # its validation and confirm trials: tampered -> invalid, errors charged
         try:
             v, c_val = staged.judge(self, c, parent, p_val, noise, k, rule)  # writes one row per look
-        except _Refused as e:
+        except CandidateRefused as e:
             return verdict("invalid", "validation", "fail", f"invalid: {e}")
         finally:
             self._watch.pop(cid, None)
@@ -353,10 +354,6 @@ class Experiment:
             result["bilevel"] = summary
         self.ledger.finish("finished", result)
         return result
-
-
-class _Refused(Exception):
-    """A child's trial inside the staged gate was tampered: the candidate is invalid."""
 
 
 def _refused(rows: list[TrialResult]) -> str | None:

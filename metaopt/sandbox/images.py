@@ -26,7 +26,7 @@ from typing import Any
 
 import yaml
 
-from metaopt.core.errors import ImageBuildError, ImageNotFound
+from metaopt.core.errors import ImageBuildError, ImageNotFound, UserError
 
 
 DEFAULT_MAP_PATH = Path(__file__).with_name("image_map.yaml")
@@ -171,20 +171,20 @@ def _read_map_file(path: Path) -> list[tuple[str, str]]:
     try:
         data = yaml.safe_load(path.read_text())
     except yaml.YAMLError as e:
-        raise ValueError(f"{path}: not valid YAML: {str(e).splitlines()[0]}") from None
+        raise UserError(f"{path}: not valid YAML: {str(e).splitlines()[0]}") from None
     if data is None:
         return []
     if not isinstance(data, dict):
-        raise ValueError(
+        raise UserError(
             f"{path}: an image map must be a mapping of 'pattern: local-image', "
             f"got {type(data).__name__}"
         )
     entries: list[tuple[str, str]] = []
     for pattern, target in data.items():
         if not isinstance(pattern, str) or not pattern.strip():
-            raise ValueError(f"{path}: bad pattern {pattern!r}: must be a non-empty string")
+            raise UserError(f"{path}: bad pattern {pattern!r}: must be a non-empty string")
         if not isinstance(target, str) or not target.strip() or any(c.isspace() for c in target):
-            raise ValueError(
+            raise UserError(
                 f"{path}: bad entry {pattern!r}: {target!r}: the image must be one image "
                 f"reference such as 'metaopt-base:latest'"
             )

@@ -25,6 +25,7 @@ from typing import Any, Literal, Union, overload
 from inspect_ai.util import (ExecResult, OutputLimitExceededError, SandboxEnvironment,
                              SandboxEnvironmentConfigType, SandboxEnvironmentLimits, sandboxenv)
 
+from metaopt.core.errors import UserError
 from metaopt.sandbox.base import Sandbox, SandboxSpec
 
 DEFAULT_IMAGE = "metaopt-base:latest"
@@ -122,7 +123,7 @@ def _start(cls: type[MetaoptSandboxEnvironment], task_name: str, config: Any) ->
         cls._backend, cls._run_id = DockerBackend(), f"inspect-{secrets.token_hex(4)}"
     backend = cls._backend
     if config is not None and not isinstance(config, str):
-        raise ValueError(f"metaopt sandbox config must be an image name or a Dockerfile path, got {config!r}")
+        raise UserError(f"metaopt sandbox config must be an image name or a Dockerfile path, got {config!r}")
     ref = config or DEFAULT_IMAGE
     path = Path(ref)
     if path.is_file():

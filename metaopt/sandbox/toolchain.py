@@ -25,8 +25,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from metaopt.core.errors import SandboxError, ToolchainMissing
 from metaopt.sandbox.base import ExecResult
-from metaopt.core.errors import SandboxError, SandboxUnavailable
 
 CANDIDATES = ("/bin/busybox", "/usr/bin/busybox", "/usr/local/bin/busybox")
 APPLETS = ("sh", "rm", "mkdir", "kill", "cat", "ls", "sleep", "readlink", "awk", "sort", "tr",
@@ -35,10 +35,6 @@ APPLETS = ("sh", "rm", "mkdir", "kill", "cat", "ls", "sleep", "readlink", "awk",
 APT_OFFLINE = 'Acquire::Retries "0";\n'
 """apt config for containers without network: fail at once instead of retrying (~7 s per
 `apt-get update` otherwise). Handed to the verifier through APT_CONFIG."""
-
-
-class ToolchainMissing(SandboxUnavailable):
-    """No static busybox on the host: install busybox-static (scripts/setup.sh)."""
 
 
 def host_busybox() -> Path:

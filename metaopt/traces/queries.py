@@ -10,6 +10,7 @@ import json
 from collections import defaultdict
 from typing import Any
 
+from metaopt.core.errors import NotFound
 from metaopt.traces.store import Store
 
 _SPAN_COLS = ("span_id, trace_id, parent_span_id, name, operation_name, start_ns, duration_ms,"
@@ -60,7 +61,7 @@ def show_trial(store: Store, trial_id: str) -> dict[str, Any]:
     direction: "input"|"output", idx, role, parts, span_id} for each chat span's new input
     messages then its output (reasoning parts included), and {type: "tool", name, call_id,
     arguments, result, status, error_type, duration_ms, extra (metaopt.tool.*), span_id} per
-    tool call. Raises KeyError when neither a trial nor spans carry `trial_id`."""
+    tool call. Raises NotFound (a KeyError) when neither a trial nor spans carry `trial_id`."""
     rows = store.rows("SELECT * FROM trials WHERE trial_id = ?", [trial_id])
     trial = rows[0] if rows else None
     # UNION, not OR: each side prunes on its own column (OR scans all spans: 15x slower at 1M)
@@ -68,16 +69,16 @@ def show_trial(store: Store, trial_id: str) -> dict[str, Any]:
         f"SELECT {_SPAN_COLS} FROM spans WHERE trial_id = ? UNION SELECT {_SPAN_COLS} FROM spans WHERE trace_id = ?"
         " ORDER BY start_ns, span_id", [trial_id, (trial or {}).get("trace_id") or ""])
     if trial is None and not spans:
-        raise KeyError(f"no trial {trial_id!r} in store {store.path} (see `metaopt traces list`)")
+        raise NotFound(f"no trial {trial_id!r} in store {store.path} (see `metaopt traces list`)")
     return _transcript(store, trial, spans)
 
 
 def show_trace(store: Store, trace_id: str) -> dict[str, Any]:
     """Any trace (e.g. a meta-agent session) as show_trial returns a trial's, with trial None.
-    Raises KeyError when no span has `trace_id`."""
+    Raises NotFound (a KeyError) when no span has `trace_id`."""
     spans = store.rows(f"SELECT {_SPAN_COLS} FROM spans WHERE trace_id = ? ORDER BY start_ns, span_id", [trace_id])
     if not spans:
-        raise KeyError(f"no trace {trace_id!r} in store {store.path}")
+        raise NotFound(f"no trace {trace_id!r} in store {store.path}")
     return _transcript(store, None, spans)
 
 

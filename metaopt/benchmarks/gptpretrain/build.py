@@ -31,6 +31,7 @@ import numpy as np
 
 from metaopt.benchmarks.gptpretrain import bpe, corpus
 from metaopt.benchmarks.task import Environment, Resources, Solution, Task, Verifier
+from metaopt.core.errors import UserError
 
 FILES = Path(__file__).parent / "files"
 BENCHMARK = "gptpretrain"
@@ -68,14 +69,14 @@ def config_from_env(env: dict[str, str] | None = None) -> Config:
     env = dict(os.environ if env is None else env)
     mode = env.get("METAOPT_PRETRAIN_MODE") or ("gpu" if _host_has_gpu() else "smoke")
     if mode not in ("smoke", "gpu"):
-        raise ValueError(f"METAOPT_PRETRAIN_MODE: unknown mode {mode!r} (known: smoke, gpu)")
+        raise UserError(f"METAOPT_PRETRAIN_MODE: unknown mode {mode!r} (known: smoke, gpu)")
     try:
         budget = float(env.get("METAOPT_PRETRAIN_BUDGET_S") or (40 if mode == "smoke" else 300))
         gpus = int(env.get("METAOPT_PRETRAIN_GPUS") or 1)
     except ValueError as e:
-        raise ValueError(f"METAOPT_PRETRAIN_BUDGET_S / METAOPT_PRETRAIN_GPUS: {e}") from None
+        raise UserError(f"METAOPT_PRETRAIN_BUDGET_S / METAOPT_PRETRAIN_GPUS: {e}") from None
     if budget <= 0:
-        raise ValueError("METAOPT_PRETRAIN_BUDGET_S must be positive")
+        raise UserError("METAOPT_PRETRAIN_BUDGET_S must be positive")
     if mode == "smoke":
         return Config("smoke", 1024, 64, 16, budget, 10 + budget / 2, 8_000_000, 1_000_000, 32_768, 16_384,
                       2.0, 4096, 0, 900, 0.01, None)

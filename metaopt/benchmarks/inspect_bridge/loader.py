@@ -20,7 +20,7 @@ from typing import Any
 
 from metaopt.benchmarks.inspect_bridge.staging import staged
 from metaopt.benchmarks.task import Environment, Solution, Task, TaskLoadError, Verifier
-from metaopt.core.errors import InspectLoadError, MissingExtra
+from metaopt.core.errors import InspectLoadError, MissingExtra, TaskFormatError
 
 DEFAULT_IMAGE = "metaopt-base:latest"
 DEFAULT_TIMEOUT_S = 600.0
@@ -178,18 +178,18 @@ def _environment(spec: Any, source_dir: Path) -> Environment:
     kind = spec.type if spec is not None else None
     config = spec.config if spec is not None else None
     if kind not in (None, "docker", "metaopt", "local"):
-        raise ValueError(f"sandbox type '{kind}' cannot run in metaopt's Docker sandbox")
+        raise TaskFormatError(f"sandbox type '{kind}' cannot run in metaopt's Docker sandbox")
     if config is not None and not isinstance(config, str):
-        raise ValueError(f"sandbox config {type(config).__name__} is not supported (give a Dockerfile or an image)")
+        raise TaskFormatError(f"sandbox config {type(config).__name__} is not supported (give a Dockerfile or an image)")
     if config is None and kind == "docker" and (source_dir / "Dockerfile").is_file():
         config = "Dockerfile"
     if config is None:
         return Environment(image=DEFAULT_IMAGE)
     path = source_dir / config
     if "compose" in Path(config).name or path.suffix in (".yaml", ".yml"):
-        raise ValueError(f"compose files ({config}) are not supported: give a Dockerfile")
+        raise TaskFormatError(f"compose files ({config}) are not supported: give a Dockerfile")
     if path.is_file():
         return Environment(context_dir=path.parent, dockerfile=path.name)
     if kind == "metaopt":
         return Environment(image=config)
-    raise ValueError(f"sandbox config {config} is not a file in {source_dir}")
+    raise TaskFormatError(f"sandbox config {config} is not a file in {source_dir}")

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from metaopt.benchmarks.task import Environment
+from metaopt.core.errors import TaskFormatError
 
 DOCKERFILE = "Dockerfile.metaopt-inspect"
 STAGE = ".metaopt-inspect"
@@ -52,7 +53,7 @@ def _read_all(files: dict[str, str], setup: str | None) -> dict[Any, bytes]:
         for dest, src in resolve_sample_files(files).items():
             env, sep, path = dest.partition(":")
             if sep and env != "default":
-                raise ValueError(f"file {dest!r} targets sandbox '{env}'; metaopt runs one sandbox per sample")
+                raise TaskFormatError(f"file {dest!r} targets sandbox '{env}'; metaopt runs one sandbox per sample")
             out[path if sep else dest] = await read_sandboxenv_file(src)
         if setup:
             out[None] = await read_sandboxenv_file(setup)

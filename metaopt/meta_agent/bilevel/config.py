@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 
 class BilevelConfig(BaseModel):
@@ -12,10 +12,11 @@ class BilevelConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
 
-    base: Literal["greedy", "pareto"] = "greedy"
-    """The strategy the outer loop steers (its parent pick is the default the mechanisms may override)."""
-    builtins: list[Literal["tabu", "bandit", "explore"]] = ["tabu", "bandit", "explore"]
-    """Built-in mechanisms active from the start."""
+    base: str = "greedy"
+    """The strategy the outer loop steers (its parent pick is the default the mechanisms may override): a
+    registered strategy (meta_agent.strategies.STRATEGIES) other than bilevel, e.g. greedy or pareto."""
+    builtins: list[str] = ["tabu", "bandit", "explore"]
+    """Registered mechanisms (built-in or a plugin's: meta_agent.mechanisms.MECHANISMS) active from the start."""
     level15_every: int = Field(3, ge=1)
     """Level 1.5 adjusts the search parameters every N iterations."""
     level2_every: int = Field(4, ge=1)
@@ -39,3 +40,23 @@ class BilevelConfig(BaseModel):
     """On/off window pairs a generated mechanism is judged on at most."""
     record_chars: int = Field(16_000, ge=2_000)
     """Size of the record a Level-2 session reads."""
+
+    @field_validator("base")
+    @classmethod
+    def _steerable(cls, v: str) -> str:
+        from metaopt.core.errors import UnknownName
+        from metaopt.meta_agent.strategies import STRATEGIES
+
+        known = [n for n in STRATEGIES.names() if n != "bilevel"]
+        if v not in known:
+            raise UnknownName("base strategy", v, known)
+        return v
+
+    @field_validator("builtins")
+    @classmethod
+    def _registered(cls, v: list[str]) -> list[str]:
+        from metaopt.meta_agent.mechanisms import MECHANISMS
+
+        for name in v:
+            MECHANISMS.target(name)  # UnknownName, listing the known ones
+        return v

@@ -8,9 +8,9 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from metaopt.core.errors import SandboxError
+from metaopt.core.errors import HostStartError, SandboxError
 from metaopt.meta_agent.bilevel import judge, level15
-from metaopt.meta_agent.bilevel.host import DockerHost, HostStartError, ProcessHost
+from metaopt.meta_agent.bilevel.host import DockerHost, ProcessHost
 from metaopt.meta_agent.bilevel.ladder import LadderInput, contract_step, dry_run_step
 from metaopt.meta_agent.bilevel.level2 import run_session, spec_mismatch
 from metaopt.meta_agent.bilevel.live import Live

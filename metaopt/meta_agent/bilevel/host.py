@@ -15,7 +15,6 @@ for what the mechanism does; HostStartError only when the host itself cannot sta
 from __future__ import annotations
 
 import ctypes
-import importlib
 import json
 import os
 import random
@@ -29,17 +28,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from metaopt.core.errors import SandboxError
+from metaopt.core.errors import HostStartError, SandboxError
 from metaopt.meta_agent.mechanisms import host_source
 from metaopt.meta_agent.mechanisms.protocol import HOOKS, check_output
 
 MAX_LINE = 1 << 20
 NOBODY = 65534
 CLONE_NEWNET = 0x40000000
-
-
-class HostStartError(Exception):
-    """The host could not start, or the module did not load (its message says why)."""
 
 
 @dataclass(frozen=True)
@@ -247,8 +242,9 @@ class BuiltinHost:
     isolation = "in process (built-in)"
 
     def __init__(self, name: str):
-        module = importlib.import_module(f"metaopt.meta_agent.mechanisms.{name}")
-        self._cls = module.Mechanism
+        from metaopt.meta_agent.mechanisms import MECHANISMS
+
+        self._cls = MECHANISMS.load(name)
         self._obj = self._cls()
         self.dead: str | None = None
         self.info = {"name": self._cls.name, "hooks": [h for h in HOOKS if callable(self._cls.__dict__.get(h))]}

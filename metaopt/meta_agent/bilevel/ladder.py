@@ -25,6 +25,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from metaopt.core.errors import CheckFailed
 from metaopt.meta_agent.bilevel.snapshot import Snapshot, context  # noqa: F401 (Snapshot: LadderInput.snap)
 from metaopt.meta_agent.bilevel.static import Step
 
@@ -42,16 +43,12 @@ class LadderInput:
     timeout: float = 2.0
 
 
-class _Fail(Exception):
-    pass
-
-
 def _ok(host: Any, calls: Counter, hook: str, *args: Any, timeout: float, offered: list[str] | None = None,
         where: str = "") -> Any:
     calls[hook] += 1
     r = host.call(hook, *args, timeout=timeout, offered=offered)
     if not r.ok:
-        raise _Fail(f"{hook}(){where}: {r.status}: {r.error}")
+        raise CheckFailed(f"{hook}(){where}: {r.status}: {r.error}")
     return r.value
 
 
@@ -91,13 +88,13 @@ def contract_step(host: Any, li: LadderInput, hooks: list[str]) -> tuple[Step, d
         _restore(host, calls, state, to)
         again = _ok(host, calls, "state_dict", timeout=to)
         if again != state:
-            raise _Fail(f"state does not round-trip: state_dict() after load_state_dict(s) differs from s "
+            raise CheckFailed(f"state does not round-trip: state_dict() after load_state_dict(s) differs from s "
                         f"({_short(state)} vs {_short(again)})")
         g2 = _ok(host, calls, "guidance", ctx, timeout=to)
         if g1 != g2:
-            raise _Fail("the same state and ctx gave different guidance before and after a state round trip")
+            raise CheckFailed("the same state and ctx gave different guidance before and after a state round trip")
         _restore(host, calls, state, to)
-    except _Fail as e:
+    except CheckFailed as e:
         return Step("contract", False, str(e), _detail(host, calls, drops, t0)), None
     n = sum(1 for c in snap.history if c["parent_id"])
     return Step("contract", True, f"{n} recorded candidate(s) through every hook, edge cases, state round trip "
@@ -134,7 +131,7 @@ def dry_run_step(host: Any, li: LadderInput, hooks: list[str], functions: list[s
         effects += [f"filter dropped {d['candidate']}'s revision in the replay: {d['reason'][:120]}"
                     for d in earlier.detail.get("drops", [])[:3]]
         _restore(host, calls, state, to)
-    except _Fail as e:
+    except CheckFailed as e:
         return Step("dry_run", False, str(e), _detail(host, calls, [], t0))
     ran = set(host.coverage())
     dead = [f for f in functions if f not in ran]

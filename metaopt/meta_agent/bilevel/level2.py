@@ -23,7 +23,7 @@ from typing import Any, Callable
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from metaopt.meta_agent.bilevel.static import Step
-from metaopt.meta_agent.mechanisms import BUILTINS, builtin_source, protocol_source
+from metaopt.meta_agent.mechanisms import MECHANISMS, builtin_source, protocol_source
 from metaopt.meta_agent.mechanisms.protocol import HOOKS, NAME, OPTIONAL, REQUIRED
 from metaopt.task_agent.messages import Message, ModelSettings
 
@@ -104,7 +104,7 @@ class MechanismSpec(BaseModel):
     def _name(cls, v: str) -> str:
         if not NAME.match(v):
             raise ValueError(f"must match {NAME.pattern}")
-        if v in BUILTINS:
+        if v in MECHANISMS:
             raise ValueError(f"'{v}' is a built-in mechanism's name: choose another")
         return v
 

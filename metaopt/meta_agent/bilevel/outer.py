@@ -19,10 +19,10 @@ import hashlib
 import random
 from typing import Any
 
-from metaopt.core.errors import SandboxError
+from metaopt.core.errors import HostStartError, SandboxError
 from metaopt.meta_agent.bilevel import generate, judge, level15
 from metaopt.meta_agent.bilevel.areas import changes
-from metaopt.meta_agent.bilevel.host import BuiltinHost, HostStartError, Reply
+from metaopt.meta_agent.bilevel.host import BuiltinHost, Reply
 from metaopt.meta_agent.bilevel.live import Live, Registry
 from metaopt.meta_agent.bilevel.records import Judgement, MechanismRow, SearchParams
 from metaopt.meta_agent.bilevel.snapshot import Snapshot, context

@@ -13,7 +13,7 @@ from metaopt.meta_agent.export import FORMATS
 
 def export_cmd(
     candidate: str = typer.Argument(..., help="Candidate id from the store, or a harness folder."),
-    fmt: str = typer.Option(..., "--format", "-f", help=f"One of: {', '.join(FORMATS)}."),
+    fmt: str = typer.Option(..., "--format", "-f", help=f"One of: {', '.join(FORMATS.builtins)} (or a plugin's)."),
     out: Path = typer.Option(..., "--out", "-o", help="New or empty folder to write the export into."),
     db: Path = DB,
     allow_gaps: bool = typer.Option(False, "--allow-gaps",

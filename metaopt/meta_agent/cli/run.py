@@ -211,7 +211,9 @@ def parse_sets(items: list[str] | None, settings: type, flag: str) -> dict:
         settings.model_validate(out)
     except ValidationError as e:
         first = e.errors()[0]
-        raise UserError(f"{'.'.join(map(str, first['loc']))}: {first['msg']}", field=flag) from None
+        cause = (first.get("ctx") or {}).get("error")
+        msg = str(cause) if isinstance(cause, UserError) else first["msg"]
+        raise UserError(f"{'.'.join(map(str, first['loc']))}: {msg}", field=flag) from None
     return out
 
 
@@ -230,8 +232,7 @@ def check_level2_model(name: str | None) -> None:
 
 
 def check_strategy(name: str) -> None:
-    from metaopt.core.errors import UserError
+    """Raises UnknownName (listing the known strategies) for a strategy nobody registered."""
     from metaopt.meta_agent.strategies import STRATEGIES
 
-    if name not in STRATEGIES:
-        raise UserError(f"unknown strategy '{name}' (known: {', '.join(STRATEGIES.names())})", field="--strategy")
+    STRATEGIES.target(name)

@@ -1,6 +1,8 @@
 """Export a harness into a production agent: `export(ref, fmt, out)`.
 
-Formats (one module each, looked up by name, imported lazily): `harness` (the folder plus a README
+Formats (one module each, looked up by name through core.registry, imported lazily; plugins add
+formats through the `metaopt.export_formats` entry-point group, each naming a
+`write(src: Source, out: Path, package: str | None)` function): `harness` (the folder plus a README
 of where it came from), `python` (a standalone package on the anthropic or openai SDK),
 `inspect` (an inspect-ai @agent), `openai-agents` and `claude-agent-sdk` (code and configuration
 for those SDKs). Code exports share `files/harness_runtime.py` (tool rendering, argument checks,
@@ -11,23 +13,24 @@ API keys are never written: generated code reads them from the environment.
 
 from __future__ import annotations
 
-import importlib
 import json
 import re
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+from metaopt.core.errors import UnknownFormat
+from metaopt.core.registry import Registry
 from metaopt.meta_agent.export.features import FEATURES, UNSUPPORTED, gaps, gaps_markdown
 from metaopt.meta_agent.export.source import ExportError, Source, load_source, provenance_markdown
 
-FORMATS: dict[str, str] = {
-    "harness": "metaopt.meta_agent.export.harness_folder",
-    "python": "metaopt.meta_agent.export.python_package",
-    "inspect": "metaopt.meta_agent.export.inspect_agent",
-    "openai-agents": "metaopt.meta_agent.export.openai_agents",
-    "claude-agent-sdk": "metaopt.meta_agent.export.claude_agent_sdk",
-}
+FORMATS = Registry("format", "metaopt.export_formats", {
+    "harness": "metaopt.meta_agent.export.harness_folder:write",
+    "python": "metaopt.meta_agent.export.python_package:write",
+    "inspect": "metaopt.meta_agent.export.inspect_agent:write",
+    "openai-agents": "metaopt.meta_agent.export.openai_agents:write",
+    "claude-agent-sdk": "metaopt.meta_agent.export.claude_agent_sdk:write",
+}, UnknownFormat, field="--format")
 FILES = Path(__file__).with_name("files")
 
 __all__ = ["ExportError", "ExportResult", "FORMATS", "export"]
@@ -49,8 +52,7 @@ class ExportResult:
 def export(ref: str, fmt: str, out: Path, *, db: Path, allow_gaps: bool = False) -> ExportResult:
     """Write the export of `ref` (candidate id in `db`, or harness folder) in format `fmt` into
     the new or empty folder `out`. Raises ExportError (one line) for any user mistake."""
-    if fmt not in FORMATS:
-        raise ExportError(f"--format: unknown format {fmt!r} (known: {', '.join(FORMATS)})")
+    write = FORMATS.load(fmt)
     out = Path(out)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise ExportError(f"--out: {out} exists and is not an empty folder")
@@ -61,9 +63,8 @@ def export(ref: str, fmt: str, out: Path, *, db: Path, allow_gaps: bool = False)
         raise ExportError(f"--format {fmt} cannot express {', '.join(found)} of harness {src.harness.name!r} "
                           f"({why}); pass --allow-gaps to export anyway with them listed in the README")
     package = package_name(src.harness.name) if fmt != "harness" else None
-    module = importlib.import_module(FORMATS[fmt])
     out.mkdir(parents=True, exist_ok=True)
-    module.write(src, out, package)
+    write(src, out, package)
     files = sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file())
     return ExportResult(out, fmt, package, found, files)
 

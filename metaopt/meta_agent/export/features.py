@@ -76,7 +76,7 @@ def used(harness: Harness) -> list[str]:
 
 def gaps(harness: Harness, fmt: str) -> list[str]:
     """Features `harness` uses that `fmt` cannot express, in FEATURES order."""
-    missing = UNSUPPORTED[fmt]
+    missing = UNSUPPORTED.get(fmt, {})  # a plugin format lists none
     return [f for f in used(harness) if f in missing]
 
 

@@ -1,13 +1,25 @@
 """Search mechanisms for the bilevel strategy: the protocol (protocol.py), the built-in mechanisms
 (tabu.py, bandit.py, explore.py: one file each, written exactly as a generated one would be) and
-the host a mechanism runs in (host_main.py). See protocol.py for the contract."""
+the host a mechanism runs in (host_main.py). See protocol.py for the contract.
+
+Mechanisms are looked up by name (core.registry): the built-ins, and plugins through the
+`metaopt.mechanisms` entry-point group, each naming a module's `Mechanism` class; the module's
+source is the mechanism's source (and identity)."""
 
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 from pathlib import Path
 
-BUILTINS = ("tabu", "bandit", "explore")
+from metaopt.core.registry import Registry
+
+MECHANISMS = Registry("mechanism", "metaopt.mechanisms", {
+    "tabu": "metaopt.meta_agent.mechanisms.tabu:Mechanism",
+    "bandit": "metaopt.meta_agent.mechanisms.bandit:Mechanism",
+    "explore": "metaopt.meta_agent.mechanisms.explore:Mechanism",
+})
+BUILTINS = tuple(MECHANISMS.builtins)
 HERE = Path(__file__).parent
 
 
@@ -17,9 +29,10 @@ def source_hash(source: str) -> str:
 
 
 def builtin_source(name: str) -> str:
-    if name not in BUILTINS:
-        raise KeyError(f"no built-in mechanism {name!r} (built-ins: {', '.join(BUILTINS)})")
-    return (HERE / f"{name}.py").read_text(encoding="utf-8")
+    """The source of the registered mechanism `name` (its module's file). Raises UnknownName."""
+    spec = importlib.util.find_spec(MECHANISMS.target(name).partition(":")[0])
+    assert spec is not None and spec.origin is not None, name
+    return Path(spec.origin).read_text(encoding="utf-8")
 
 
 def protocol_source() -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from metaopt.core.errors import NoSuchRecord
 from metaopt.meta_agent.predictions import passes
 from metaopt.meta_agent.proposers.history import CandidateRecord, train_tasks
 from metaopt.meta_agent.records import NotebookEntry
@@ -45,7 +46,7 @@ def find(records: list[CandidateRecord], ref: Any) -> CandidateRecord:
     for r in records:
         if ref in (r.candidate_id, r.short, r.short.lstrip("c")):
             return r
-    raise KeyError(f"no candidate {ref!r} in this experiment (candidates: {', '.join(r.short for r in records) or 'none'})")
+    raise NoSuchRecord(f"no candidate {ref!r} in this experiment (candidates: {', '.join(r.short for r in records) or 'none'})")
 
 
 def history_text(records: list[CandidateRecord], clip: int = 300) -> str:
@@ -108,7 +109,7 @@ def compare_text(store: Store, experiment_id: str, records: list[CandidateRecord
                  a: Any, b: Any, clip: int = 3000) -> str:
     """One train task under candidates `a` and `b`: each side's trials and a compact transcript."""
     if not isinstance(task_id, str) or task_id not in train_tasks(store, experiment_id):
-        raise KeyError(f"{task_id!r} is not a train task of this experiment: only train tasks can be compared "
+        raise NoSuchRecord(f"{task_id!r} is not a train task of this experiment: only train tasks can be compared "
                        f"({HELD_OUT})")
     out = [f"=== train task {task_id}: {a} vs {b} ==="]
     for ref in (a, b):

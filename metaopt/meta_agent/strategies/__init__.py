@@ -15,7 +15,7 @@ STRATEGIES = Registry("strategy", "metaopt.strategies", {
     "greedy": "metaopt.meta_agent.strategies.greedy:Greedy",
     "pareto": "metaopt.meta_agent.strategies.pareto:Pareto",
     "bilevel": "metaopt.meta_agent.strategies.bilevel:Bilevel",
-})
+}, field="--strategy")
 
 
 class Strategy(Protocol):

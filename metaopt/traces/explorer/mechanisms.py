@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from metaopt.core.errors import NotFound
 from metaopt.traces.store import Store
 
 CALLS = 200
@@ -19,7 +20,7 @@ def _j(v: Any) -> Any:
 
 def mechanisms(store: Store, experiment_id: str) -> dict[str, Any]:
     if not store.rows("SELECT 1 FROM experiments WHERE experiment_id = ?", [experiment_id]):
-        raise KeyError(f"no experiment {experiment_id!r} in store {store.path}")
+        raise NotFound(f"no experiment {experiment_id!r} in store {store.path}")
     p = [experiment_id]
     mechs = store.rows("SELECT mechanism_hash, name, origin, status, status_reason, source, spec, session_id, trial, "
                        "created_at FROM mechanisms WHERE experiment_id = ? ORDER BY created_at", p)

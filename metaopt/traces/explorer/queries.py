@@ -1,6 +1,6 @@
 """The explorer's views as data: one function per view, shared by the JSON endpoints and
-`metaopt traces ...`. Each takes a read-only Store, returns JSON-ready dicts, and raises KeyError
-(one sentence) for an unknown experiment, trial or candidate. Trials and transcripts come from
+`metaopt traces ...`. Each takes a read-only Store, returns JSON-ready dicts, and raises NotFound
+(a KeyError; one sentence) for an unknown experiment, trial or candidate. Trials and transcripts come from
 traces.queries; this module adds the experiment, matrix, causes, search and compare views.
 """
 
@@ -10,6 +10,7 @@ import json
 import time
 from typing import Any
 
+from metaopt.core.errors import NotFound
 from metaopt.traces.queries import show_trace, show_trial
 from metaopt.traces.store import Store
 
@@ -41,7 +42,7 @@ def experiment(store: Store, experiment_id: str) -> dict[str, Any]:
     look that accepted it, the bias-aware gain estimate; mean score per split) and the progress series (x = iteration, y = validation score, the running best of kept ones)."""
     rows = store.rows("SELECT * FROM experiments WHERE experiment_id = ?", [experiment_id])
     if not rows:
-        raise KeyError(f"no experiment {experiment_id!r} in store {store.path}")
+        raise NotFound(f"no experiment {experiment_id!r} in store {store.path}")
     exp = {k: _j(v) if k in ("config", "splits", "result") else v for k, v in rows[0].items()}
     cands = store.rows(
         "SELECT candidate_id, parent_id, iteration, status, proposer, rationale, evidence, diff, harness_hash,"
@@ -138,7 +139,7 @@ def trace_entry(store: Store, trace_id: str, n: int) -> dict[str, Any]:
     """Transcript entry `n` of a trace, uncut."""
     data = trace(store, trace_id, cut=None, spans=False)
     if not 0 <= n < len(data["transcript"]):
-        raise KeyError(f"trace {trace_id!r} has no transcript entry {n}")
+        raise NotFound(f"trace {trace_id!r} has no transcript entry {n}")
     return data["transcript"][n]
 
 
@@ -163,7 +164,7 @@ def trial_entry(store: Store, trial_id: str, n: int) -> dict[str, Any]:
     data = trial(store, trial_id, cut=None, spans=False)
     entries = data["transcript"] + [data["verifier"]]
     if not -len(entries) <= n < len(entries):
-        raise KeyError(f"trial {trial_id!r} has no transcript entry {n}")
+        raise NotFound(f"trial {trial_id!r} has no transcript entry {n}")
     return entries[n]
 
 
@@ -273,7 +274,7 @@ def search(store: Store, text: str, limit: int = 50, before: int | None = None,
     hits or once `budget_ms` is spent, so every answer comes quickly however large the store;
     `next` (None when everything was searched) continues the scan: pass it as `before`."""
     if not text.strip():
-        raise KeyError("search needs some text")
+        raise NotFound("search needs some text")
     pattern = "%" + text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
     top = store.con.execute("SELECT max(rowid) + 1 FROM messages").fetchone()[0] or 0
     hi = top if before is None else min(int(before), top)
@@ -306,6 +307,6 @@ def compare(store: Store, task_id: str, a: str, b: str) -> dict[str, Any]:
             "SELECT trial_id, status, score, failure_mode, duration_s FROM trials WHERE task_id = ? AND"
             " (candidate_id = ? OR run_id = ?) ORDER BY split = 'smoke', trial_id", [task_id, ref, ref])
         if not ts:
-            raise KeyError(f"no trial of task {task_id!r} under {ref!r} in store {store.path}")
+            raise NotFound(f"no trial of task {task_id!r} under {ref!r} in store {store.path}")
         sides.append({"ref": ref, "trials": ts, "first": trial(store, ts[0]["trial_id"], spans=False)})
     return {"task_id": task_id, "a": sides[0], "b": sides[1]}
