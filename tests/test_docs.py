@@ -1,0 +1,199 @@
+"""The documentation cannot drift: the site builds with `mkdocs build --strict` and no warning, the
+README stays short and keeps its two commands, the CLI reference lists every option `--help` shows,
+and every `metaopt` command on the getting-started pages is run here or by a named test."""
+
+import importlib.util
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).parents[1]
+DOCS = ROOT / "docs"
+MAIN_JOB = ("bash scripts/setup.sh && metaopt run --benchmark terminalbench-sample --harness minimal "
+            "--model fake/solution --meta-model heuristic")
+TEST_COMMAND = "bash scripts/setup.sh && python3 -m pytest -q"
+# getting-started commands that need no Docker and take seconds: run here, with what they must print
+RUN_HERE = {"metaopt --help": "Usage:", "metaopt benchmarks list": "terminalbench-sample"}
+
+
+def _env() -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep),
+            "NO_MKDOCS_2_WARNING": "1"}
+
+
+def _hook():
+    spec = importlib.util.spec_from_file_location("docs_reference_hook", DOCS / "hooks" / "reference.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _code_blocks(text: str) -> list[str]:
+    return re.findall(r"^```[^\n]*\n(.*?)^```", text, flags=re.M | re.S)
+
+
+# -- README ------------------------------------------------------------------------------------------
+def test_readme_is_short_and_keeps_its_two_commands_on_lines_of_their_own():
+    text = (ROOT / "README.md").read_text()
+    assert len(text.splitlines()) <= 150
+    lines = [ln.strip() for block in _code_blocks(text) for ln in block.splitlines()]
+    assert MAIN_JOB in lines
+    assert TEST_COMMAND in lines
+
+
+def test_ci_runs_the_readme_test_command():
+    assert TEST_COMMAND in (ROOT / ".ci" / "run").read_text()
+
+
+# -- the site ------------------------------------------------------------------------------------------
+def test_mkdocs_build_strict_has_no_warnings(tmp_path):
+    if importlib.util.find_spec("mkdocs") is None or importlib.util.find_spec("material") is None:
+        pytest.skip("mkdocs-material is not installed (it is in the dev extra: pip install -e '.[dev]')")
+    r = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--config-file", str(ROOT / "mkdocs.yml"),
+                        "--site-dir", str(tmp_path / "site")], capture_output=True, text=True, env=_env(), timeout=120)
+    out = r.stdout + r.stderr
+    assert r.returncode == 0, out[-4000:]
+    assert "WARNING" not in out, out[-4000:]
+    for page in ("reference/cli", "reference/config", "reference/store", "reference/errors", "reference/registries",
+                 "performance", "getting-started/offline-run"):
+        assert (tmp_path / "site" / page / "index.html").is_file(), page
+
+
+HELP_SCRIPT = """
+import json
+from typer.testing import CliRunner
+from metaopt.meta_agent import cli
+cli._register()
+import typer.main
+def walk(cmd, path):
+    yield path
+    for name, sub in getattr(cmd, "commands", {}).items():
+        if not getattr(sub, "hidden", False):
+            yield from walk(sub, path + [name])
+helps = {}
+for path in walk(typer.main.get_command(cli.app), []):
+    r = CliRunner().invoke(cli.app, path + ["--help"])
+    assert r.exit_code == 0, (path, r.output)
+    helps[" ".join(["metaopt", *path])] = r.output
+print(json.dumps(helps))
+"""
+
+
+def _options_shown(help_text: str) -> set[str]:
+    """The option names in the option panels of a rich `--help` (not Arguments, not Commands)."""
+    found, panel = set(), None
+    for line in help_text.splitlines():
+        m = re.match(r"\s*╭─ (.+?) ─", line)
+        if m:
+            panel = m.group(1)
+            continue
+        if line.strip().startswith("╰"):
+            panel = None
+            continue
+        if panel and panel not in ("Arguments", "Commands") and line.strip().startswith("│"):
+            for token in line.strip().strip("│").replace("*", " ").replace(",", " ").split():
+                if not token.startswith("-"):
+                    break
+                found.add(token)
+    return found
+
+
+def test_cli_reference_lists_every_option_help_shows():
+    hook = _hook()
+    page = hook.cli_page()
+    sections = dict(re.findall(r"^#+ `(metaopt[^`]*)`\n(.*?)(?=^#+ `metaopt|\Z)", page, flags=re.M | re.S))
+    # from the click objects typer builds
+    commands = hook.cli_commands()
+    assert {name for name, _, _ in commands} == set(sections)
+    for name, cmd, ctx in commands:
+        options = hook.cli_options(cmd, ctx)
+        assert "--help" in options
+        missing = [o for o in options if f"`{o}" not in sections[name] and f" {o}" not in sections[name]]
+        assert not missing, (name, missing)
+    # from what `--help` prints (rendered wide, so no option name is cut)
+    r = subprocess.run([sys.executable, "-c", HELP_SCRIPT], capture_output=True, text=True, timeout=120,
+                       env={**_env(), "TERMINAL_WIDTH": "300"})
+    assert r.returncode == 0, r.stderr[-3000:]
+    helps = json.loads(r.stdout)
+    assert set(helps) == set(sections)
+    for name, text in helps.items():
+        shown = _options_shown(text)
+        assert "--help" in shown, (name, text)
+        missing = sorted(o for o in shown if not re.search(rf"(?<![\w-]){re.escape(o)}(?![\w-])", sections[name]))
+        assert not missing, (name, missing)
+
+
+def test_reference_pages_cover_every_field_table_and_error():
+    hook = _hook()
+    config = hook.config_page()
+    for model in hook.config_models():
+        assert f"## {model.__name__}" in config
+        for name, field in model.model_fields.items():
+            assert f"| `{field.alias or name}` |" in config, (model.__name__, name)
+    from metaopt.meta_agent.config import RunConfig
+    assert RunConfig in hook.config_models()
+    store = hook.store_page()
+    for table, columns in hook.store_tables().items():
+        assert f"## `{table}`" in store
+        assert all(f"| `{c}` |" in store for c, _ in columns), table
+    assert {"runs", "trials", "spans", "messages", "experiments", "candidates", "gate_decisions"} <= set(hook.store_tables())
+    errors = hook.errors_page()
+    from metaopt.core import errors as errors_module
+    names = [c.__name__ for c in vars(errors_module).values()
+             if isinstance(c, type) and issubclass(c, BaseException) and c.__module__ == errors_module.__name__]
+    assert names and all(f"`{n}`" in errors for n in names)
+
+
+# -- getting started -----------------------------------------------------------------------------------
+def _getting_started_commands() -> list[str]:
+    out = []
+    for page in sorted((DOCS / "getting-started").glob("*.md")):
+        for block in _code_blocks(page.read_text()):
+            for line in block.splitlines():
+                line = line.split("  #")[0].strip()
+                if line.startswith("metaopt ") or "&& metaopt " in line or line == "metaopt":
+                    out.append(line)
+    return out
+
+
+def _tested_elsewhere() -> dict[str, str]:
+    """The table on getting-started/index.md: command -> tests/FILE::TEST that executes it."""
+    text = (DOCS / "getting-started" / "index.md").read_text()
+    return dict(re.findall(r"^\| `([^`]+)` \| `(tests/[^`]+)` \|$", text, flags=re.M))
+
+
+def test_every_getting_started_command_is_executed_here_or_by_a_named_test():
+    commands = _getting_started_commands()
+    assert MAIN_JOB in commands
+    table = _tested_elsewhere()
+    assert table[MAIN_JOB] == ("tests/test_optimizer_e2e.py::"
+                               "test_the_sample_benchmark_run_from_the_readme_improves_the_test_score")
+    untested = [c for c in commands if c not in RUN_HERE and c not in table]
+    assert not untested, f"add these to the table in docs/getting-started/index.md or to RUN_HERE: {untested}"
+    for command, where in table.items():
+        path, _, test = where.partition("::")
+        source = (ROOT / path).read_text()
+        assert re.search(rf"^def {re.escape(test)}\(", source, flags=re.M), (command, where)
+    assert set(RUN_HERE) <= set(commands)
+
+
+@pytest.mark.parametrize("command", sorted(RUN_HERE))
+def test_quick_getting_started_commands_run(command):
+    argv = [sys.executable, "-m", "metaopt", *command.split()[1:]]
+    r = subprocess.run(argv, capture_output=True, text=True, env=_env(), timeout=60)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert RUN_HERE[command] in r.stdout
+
+
+# -- the other documents -----------------------------------------------------------------------------------
+def test_changelog_contributing_and_results_exist():
+    assert (ROOT / "CHANGELOG.md").read_text().splitlines()[0] == "# Changelog"
+    assert "## Unreleased" in (ROOT / "CHANGELOG.md").read_text()
+    assert "## The layers" in (ROOT / "CONTRIBUTING.md").read_text()
+    results = (ROOT / "perf" / "RESULTS.md").read_text()
+    assert "| figure | measured | target | command | recorded |" in results
