@@ -264,8 +264,8 @@ def _sql_comments() -> dict[tuple[str, str], str]:
     for _, sql in MIGRATIONS:
         table = None
         for line in sql.splitlines():
-            m = re.match(r"\s*CREATE TABLE (?:IF NOT EXISTS )?(\w+)", line, re.I)
-            a = re.match(r"\s*ALTER TABLE (\w+) ADD (?:COLUMN )?(?:IF NOT EXISTS )?(\w+)[^-]*--\s*(.*)", line, re.I)
+            m = re.match(r"\s*CREATE TABLE (?:IF NOT EXISTS )?(\w+)", line, re.IGNORECASE)
+            a = re.match(r"\s*ALTER TABLE (\w+) ADD (?:COLUMN )?(?:IF NOT EXISTS )?(\w+)[^-]*--\s*(.*)", line, re.IGNORECASE)
             if m:
                 table = m.group(1)
             elif a:
