@@ -151,35 +151,49 @@ def test_reference_pages_cover_every_field_table_and_error():
 
 # -- getting started -----------------------------------------------------------------------------------
 def _getting_started_commands() -> list[str]:
+    """Every command line in the code blocks of docs/getting-started (comments dropped)."""
     out = []
     for page in sorted((DOCS / "getting-started").glob("*.md")):
         for block in _code_blocks(page.read_text()):
             for line in block.splitlines():
                 line = line.split("  #")[0].strip()
-                if line.startswith("metaopt ") or "&& metaopt " in line or line == "metaopt":
+                if line and not line.startswith("#"):
                     out.append(line)
     return out
 
 
 def _tested_elsewhere() -> dict[str, str]:
-    """The table on getting-started/index.md: command -> tests/FILE::TEST that executes it."""
+    """The table on getting-started/index.md: command -> `tests/FILE::TEST` or `.ci/run` that runs it."""
     text = (DOCS / "getting-started" / "index.md").read_text()
-    return dict(re.findall(r"^\| `([^`]+)` \| `(tests/[^`]+)` \|$", text, flags=re.MULTILINE))
+    return dict(re.findall(r"^\| `([^`]+)` \| `((?:tests/|\.ci/)[^`]+)` \|$", text, flags=re.MULTILINE))
 
 
 def test_every_getting_started_command_is_executed_here_or_by_a_named_test():
     commands = _getting_started_commands()
-    assert MAIN_JOB in commands
+    assert MAIN_JOB in commands and TEST_COMMAND in commands
     table = _tested_elsewhere()
     assert table[MAIN_JOB] == ("tests/test_optimizer_e2e.py::"
                                "test_the_sample_benchmark_run_from_the_readme_improves_the_test_score")
     untested = [c for c in commands if c not in RUN_HERE and c not in table]
     assert not untested, f"add these to the table in docs/getting-started/index.md or to RUN_HERE: {untested}"
+    ci = (ROOT / ".ci" / "run").read_text()
     for command, where in table.items():
+        if where == ".ci/run":
+            assert command in ci, command
+            continue
         path, _, test = where.partition("::")
         source = (ROOT / path).read_text()
         assert re.search(rf"^def {re.escape(test)}\(", source, flags=re.MULTILINE), (command, where)
     assert set(RUN_HERE) <= set(commands)
+
+
+def test_the_fast_tier_command_matches_the_suite_tiers():
+    from conftest import FAST_TIER_EXCLUDES
+
+    [command] = [c for c in _getting_started_commands() if c.startswith("python3 -m pytest -q -m ")]
+    expr = re.fullmatch(r'python3 -m pytest -q -m "not \((.*)\)"', command)
+    assert expr, command
+    assert set(expr.group(1).split(" or ")) == FAST_TIER_EXCLUDES
 
 
 @pytest.mark.parametrize("command", sorted(RUN_HERE))
