@@ -128,6 +128,22 @@ def test_cli_reference_lists_every_option_help_shows():
         assert not missing, (name, missing)
 
 
+def test_every_option_in_a_documented_metaopt_command_exists():
+    """A `metaopt ...` line in any code block of the docs or the README names only real options."""
+    hook = _hook()
+    known = {o for _, cmd, ctx in hook.cli_commands() for o in hook.cli_options(cmd, ctx)}
+    pages = [ROOT / "README.md", *sorted(DOCS.rglob("*.md"))]
+    unknown = []
+    for page in pages:
+        for block in _code_blocks(page.read_text()):
+            for line in block.splitlines():
+                line = line.split("  #")[0].strip()
+                if "metaopt " not in line or line.startswith(("python", "inspect ", "pip ")):
+                    continue
+                unknown += [(page.name, o) for o in re.findall(r"(?<![\w-])--[a-z][\w-]*", line) if o not in known]
+    assert not unknown, unknown
+
+
 def test_reference_pages_cover_every_field_table_and_error():
     hook = _hook()
     config = hook.config_page()
