@@ -163,6 +163,12 @@ def test_reference_pages_cover_every_field_table_and_error():
     names = [c.__name__ for c in vars(errors_module).values()
              if isinstance(c, type) and issubclass(c, BaseException) and c.__module__ == errors_module.__name__]
     assert names and all(f"`{n}`" in errors for n in names)
+    registries = hook.registries_page()
+    found = hook.registries()
+    assert {"metaopt.benchmarks", "metaopt.proposers", "metaopt.strategies"} <= {reg.group for _, _, reg in found}
+    for _, _, reg in found:
+        assert f"entry-point group `{reg.group}`" in registries
+        assert all(f"| `{n}` |" in registries for n in reg.builtins)
 
 
 # -- getting started -----------------------------------------------------------------------------------

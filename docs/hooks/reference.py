@@ -334,25 +334,31 @@ def errors_page() -> str:
 
 
 # -- registries --------------------------------------------------------------------------------------------
-REGISTRIES = [
-    ("metaopt.benchmarks.registry", "BENCHMARKS"),
-    ("metaopt.benchmarks.scorers", "SCORERS"),
-    ("metaopt.task_agent.models", "PROVIDERS"),
-    ("metaopt.meta_agent.proposers", "PROPOSERS"),
-    ("metaopt.meta_agent.strategies", "STRATEGIES"),
-]
+def registries() -> list[tuple[str, str, Any]]:
+    """(module, name, registry) for every module-level `NAME = Registry(...)` in metaopt's sources, found
+    by reading them (so a new registry appears here without editing this hook)."""
+    import importlib
+    from pathlib import Path
+
+    import metaopt
+
+    root = Path(metaopt.__file__).parent
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        for name in re.findall(r"^([A-Z_][A-Z0-9_]*)\s*(?::[^=]+)?=\s*Registry\(", path.read_text(), flags=re.MULTILINE):
+            parts = path.relative_to(root).with_suffix("").parts
+            module = ".".join(("metaopt", *(parts[:-1] if parts[-1] == "__init__" else parts)))
+            found.append((module, name, getattr(importlib.import_module(module), name)))
+    return found
 
 
 def registries_page() -> str:
-    import importlib
-
     lines = ["# Registries reference", "",
              "Implementations are looked up by short name through one registry shape (`metaopt.core.registry`):",
              "lazy `module:attr` targets, plus one entry-point group per kind through which a plugin adds names.",
              "A plugin cannot replace a built-in; an unknown name lists the known ones. Read from the code when the",
              "site is built; how to add your own is in [the extension guide](../guides/extending.md).", ""]
-    for module, name in REGISTRIES:
-        reg = getattr(importlib.import_module(module), name)
+    for module, name, reg in registries():
         lines += [f"## {reg.kind}", "", f"`{module}.{name}`, entry-point group `{reg.group}`.", "",
                   "| name | target |", "|---|---|"]
         lines += [f"| `{n}` | `{t}` |" for n, t in reg.builtins.items()]
