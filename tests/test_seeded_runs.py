@@ -50,7 +50,7 @@ def ledger(tmp_path, backend, seed: int, experiment_id: str, **cfg: object) -> d
     the experiment id taken out of every value and timestamps and random span ids left out."""
     tasks = mixed_tasks(tmp_path / "tasks")
     run = RunConfig(benchmark="local-steps", model="fake/solution", meta_model="heuristic", trials=1, seed=seed,
-                    split=(0.25, 0.5, 0.25), max_iterations=4, concurrency=2, **cfg)
+                    split=(0.25, 0.5, 0.25), max_iterations=4, concurrency=2, max_trials=50, **cfg)
     with Store(tmp_path / "s.duckdb") as store:
         tracing = Tracing.for_store(store)
         exp = start_experiment(plan_experiment(run, "minimal", tasks), store=store, backend=backend,
@@ -58,7 +58,7 @@ def ledger(tmp_path, backend, seed: int, experiment_id: str, **cfg: object) -> d
         exp.run()
         tracing.shutdown()
         where, args = "experiment_id = ?", [experiment_id]
-        rows = {"experiment": [r.splits for r in store.select(ExperimentRecord, where, args)],
+        rows = {"experiment": [(r.splits, r.result["stop_reason"]) for r in store.select(ExperimentRecord, where, args)],
                 "candidates": store.select(Candidate, where, args, order="iteration"),
                 "gate_decisions": store.select(GateDecision, where, args),
                 "budget_ledger": store.select(Spend, where, args),
@@ -86,6 +86,10 @@ def test_two_runs_with_one_seed_write_the_same_ledger_and_another_seed_does_not(
     a = ledger(tmp_path / "a", backend, 3, "exp-20260101-000000-aaaa")
     b = ledger(tmp_path / "b", backend, 3, "exp-20261231-235959-bbbb")
     assert any(d["stage"] == "select" for d in a["gate_decisions"]), "no candidate reached the staged gate"
+    # The trial-count stop counts the trials in flight: exactly max_trials before the sealed test,
+    # whichever of the 2 running at once finished first.
+    assert a["experiment"][0][1] == "max trials (50) reached"
+    assert sum(t["split"] != "test" for t in a["trials"]) == 50
     for table in a:
         assert len(a[table]) == len(b[table]), table
         for i, (x, y) in enumerate(zip(a[table], b[table])):
