@@ -109,6 +109,10 @@ def test_a_candidates_draws_follow_the_seed_and_its_position_not_its_id():
     old = SequentialRule.model_validate(stored)
     assert old.seeded_by == "candidate_id" and old.draw_label("exp-1/c2", 0, 2) == "exp-1/c2"
     assert SequentialRule.model_validate({"alpha": 0.1}).seeded_by == "run_seed"
+    config = RunConfig(benchmark="b", model="fake/solution").model_dump(mode="json")  # as experiments.config holds it
+    assert RunConfig.model_validate(config).gate.seeded_by == "run_seed"
+    del config["gate"]["seeded_by"]  # an experiment stored before the field: resumes drawing as it began
+    assert RunConfig.model_validate(config).gate.seeded_by == "candidate_id"
 
     tasks = [f"t{i:02d}" for i in range(10)]
     base = {t: [0.0] for t in tasks}
