@@ -32,7 +32,8 @@ class RunConfig(BaseModel):
     trials: int = Field(3, ge=1)
     """Trials per task and candidate (K)."""
     seed: int = 0
-    """Seed of the split and of the strategy's choices."""
+    """Seed of the split, of the strategy's choices and of each candidate's draws in the staged gate
+    (with its position: gate.seeded_by), so two runs with one seed decide alike."""
     split: tuple[float, float, float] = (0.5, 0.25, 0.25)
     """train, validation, test fractions."""
     budget_usd: float | None = Field(None, gt=0)

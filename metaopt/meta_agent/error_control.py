@@ -141,7 +141,7 @@ def stratified_p_value(child: Scores, parent: Scores, *, seed: int = 0, draws: i
 
 
 def seed_for(*parts: object) -> int:
-    """A stable 63-bit seed from any labels (candidate id, look): same labels, same seed, any run."""
+    """A stable 63-bit seed from any labels (a draw label, a look): same labels, same seed, any run."""
     return int.from_bytes(hashlib.sha256("\x1f".join(map(str, parts)).encode()).digest()[:8], "big") >> 1
 
 

@@ -81,12 +81,22 @@ class Experiment:
     def evaluate(self, cid: str, harness: Harness, split: str, task_ids: list[str], k: int
                  ) -> tuple[Scores, list[TrialResult]]:
         agent = HarnessAgent(harness, self.cfg.model, base_url=self.cfg.base_url, tracing=self.tracing)
+        flying = [0]  # trials this run submitted that have not come back: the trial-count stop counts them
+
+        def stop() -> str | None:
+            if (why := self._spent_stop(flying[0])) is None:
+                flying[0] += 1  # run_eval submits one trial after each None
+            return why
+
+        def booked(r: TrialResult) -> None:
+            flying[0] -= 1
+            self._booked(cid, r)
+
         result = run_eval([self.tasks[t] for t in task_ids], agent, benchmark=self.cfg.benchmark,
                           backend=self.backend, store=self.store, trials=k, concurrency=self.cfg.concurrency,
                           run_id=f"{cid}:{split}", dataset=self.cfg.dataset, executor=self.executor,
-                          extra={"experiment_id": self.id, "candidate_id": cid, "split": split},
-                          on_trial=lambda r: self._booked(cid, r),
-                          stop=None if split == "test" else self._spent_stop)  # the sealed test always runs whole
+                          extra={"experiment_id": self.id, "candidate_id": cid, "split": split}, on_trial=booked,
+                          stop=None if split == "test" else stop)  # the sealed test always runs whole
         scores: Scores = {t: [None] * k for t in task_ids}
         for r in result.rows:  # the run may hold more (other tasks, later attempts): a later stage ran them
             if r.task_id in scores and r.attempt < k:
@@ -101,11 +111,13 @@ class Experiment:
         self.ledger.spend("task", cid, r.trial_id, r.cost_usd, r.input_tokens or 0, r.output_tokens or 0)
         self.on_trial(r)
 
-    def _spent_stop(self) -> str | None:
-        """The trial-count and budget stops, asked before each trial is submitted: a stop
-        overshoots by the trials already in flight (each booked in the ledger), never more."""
+    def _spent_stop(self, in_flight: int = 0) -> str | None:
+        """The trial-count and budget stops, asked before each trial is submitted. The trial count
+        includes the `in_flight` trials, so it stops at exactly max_trials submitted, whichever
+        finish first (a run is repeatable); the budget stop overshoots by the trials in flight
+        (each booked in the ledger: their cost is known only when they end), never more."""
         c = self.cfg
-        if c.max_trials is not None and self.ledger.trials_run() >= c.max_trials:
+        if c.max_trials is not None and self.ledger.trials_run() + in_flight >= c.max_trials:
             return f"max trials ({c.max_trials}) reached"
         spent = self.ledger.spent()
         if c.budget_usd is not None and spent["task"] + spent["meta"] >= c.budget_usd:
@@ -181,7 +193,7 @@ class Experiment:
                 parent = self.strategy.select(views, rng)
                 failing_ids = [r["trial_id"] for r in self.store.rows(
                     "SELECT trial_id FROM trials WHERE experiment_id = ? AND candidate_id = ? AND split = 'train' "
-                    "AND (score IS NULL OR score < 1)", [self.id, parent.candidate_id])]
+                    "AND (score IS NULL OR score < 1) ORDER BY task_id, attempt", [self.id, parent.candidate_id])]
                 evidence = Evidence(self.store, failing_ids, self.id, parent_id=parent.candidate_id,
                                     allow_model_changes=self.cfg.allow_model_changes, tracing=self.tracing,
                                     on_event=self.say, guidance=self.search.guidance(parent))

@@ -36,7 +36,7 @@ from metaopt.meta_agent.error_control import (
     z_critical,
 )
 from metaopt.meta_agent.gate import NoiseFloor, Scores, _scored, _var
-from metaopt.meta_agent.task_order import always_passed, interleave, selection_plan
+from metaopt.meta_agent.task_order import selection_order, selection_plan
 
 Outcome = Literal["continue", "futile", "pass", "reject", "inconclusive", "accept"]
 
@@ -65,12 +65,17 @@ class SequentialRule(BaseModel):
     futility stop on one task drops every gain that is not on that task). 3 costs K = 1 on 10
     tasks 0.84-0.90x K x n in the simulation, against 0.52-0.60x with 2."""
     shuffle_tasks: bool = True
-    """Each candidate's selection takes the validation tasks in its own seeded order (by its id),
+    """Each candidate's selection takes the validation tasks in its own seeded order (seeded_by),
     so the shares round 1 looks at are random, not the same alphabetical prefix for every child."""
     stratify: bool = True
     """That order spreads the tasks the parent passed in every trial (where a child can only lose)
     in proportion through it, so no share of round 1 is only such tasks: a share like that shows no
     gain, and its futility stop would drop any candidate, however good (selection_order)."""
+    seeded_by: Literal["run_seed", "candidate_id"] = "run_seed"
+    """What a candidate's seeded draws (its selection order, its permutation tests) derive from:
+    run_seed, the experiment's --seed and the candidate's position in it (c1, c2, ...), so two runs
+    with the same seed draw the same; candidate_id, its full id, which carries the experiment's
+    start time (experiments stored before this field resume with it)."""
     early_z: float = Field(3.0, gt=0.0)
     """A selection look on all tasks passes early when z >= early_z (and the gain >= min_effect)."""
     confirm_rounds: int | None = Field(None, ge=1)
@@ -94,10 +99,15 @@ class SequentialRule(BaseModel):
     def _stored_before(cls, data: Any) -> Any:
         """A rule stored by an earlier version (a full dump, so every field it had is present)
         resumes with the selection plan it started with: the fields added since take the values
-        that plan had (round 1 in halves, the tasks in the given order, not stratified)."""
+        that plan had (round 1 in halves, the tasks in the given order, not stratified, seeded by id)."""
         if isinstance(data, dict) and set(cls.model_fields) - set(ADDED_LATER) <= set(data):
             data = {**{k: v for k, v in ADDED_LATER.items() if k not in data}, **data}
         return data
+
+    def draw_label(self, candidate_id: str, seed: int, iteration: int) -> str:
+        """The label the candidate's seeded draws derive from (seeded_by): never the experiment id
+        under run_seed, so the same seed and position give the same draws in any experiment."""
+        return candidate_id if self.seeded_by == "candidate_id" else f"seed {seed}: c{iteration}"
 
     def rounds(self, k: int) -> int:
         return self.confirm_rounds or 4 * k
@@ -117,7 +127,8 @@ class SequentialRule(BaseModel):
         return alpha_j * (1.0 - self.interim_share)
 
 
-ADDED_LATER = {"select_looks": 2, "min_share": 1, "shuffle_tasks": False, "stratify": False}
+ADDED_LATER = {"select_looks": 2, "min_share": 1, "shuffle_tasks": False, "stratify": False,
+               "seeded_by": "candidate_id"}
 """Fields added to the rule after it was first stored, with the values that earlier plan had."""
 
 
@@ -125,6 +136,8 @@ def rule_text(rule: SequentialRule = SequentialRule(), k: int = 3) -> str:
     """The rule as one paragraph (the README and every gate_decisions row carry it)."""
     plan = rule.confirm_plan(k)
     order = ", taken in the candidate's own seeded order" if rule.shuffle_tasks else ""
+    if rule.shuffle_tasks and rule.seeded_by == "run_seed":
+        order += " (drawn from the run's seed and its position)"
     if rule.shuffle_tasks and rule.stratify:
         order += " with the tasks its parent always passed spread through it in proportion"
     return (
@@ -246,20 +259,6 @@ def _finite(z: float) -> float | None:
     return z if math.isfinite(z) else None
 
 
-def selection_order(candidate: str, tasks: list[str], rule: SequentialRule, parent: Scores | None = None) -> list[str]:
-    """The order in which `candidate`'s selection takes `tasks`: its own seeded draw (the same on a
-    resume), or the order given when rule.shuffle_tasks is off. With rule.stratify and the parent's
-    validation scores, the tasks the parent passed in every trial are spread through the draw in
-    proportion (interleave): on 6 tasks of which the parent always passes 3, a plain draw put those
-    3 first for 1 candidate in 20, and its first look (gain 0 on 3/3 tasks) stopped it for futility."""
-    if not rule.shuffle_tasks:
-        return list(tasks)
-    drawn = sorted(tasks, key=lambda t: seed_for(candidate, "select order", t))
-    if not (rule.stratify and parent):
-        return drawn
-    return interleave(drawn, [always_passed(parent.get(t, [])) for t in drawn])
-
-
 def select_look(parent: Scores, child: Scores, noise: NoiseFloor, tasks: list[str], look: int, info: float,
                 final: bool, rule: SequentialRule, n_validation: int) -> Look:
     """One selection look over `tasks` at information `info` (child trials so far / K n). Never raises."""
@@ -329,16 +328,18 @@ def validate(candidate: str, tasks: list[str], parent_val: Scores, noise: NoiseF
              rule: SequentialRule, spending: AlphaSpending, *,
              child: Callable[[list[str], int], Scores], confirm: Callable[[int], Scores],
              reserve: Callable[[int], Scores], reserve_have: int = 0,
-             on_look: Callable[[Look], None] = lambda look: None) -> Verdict:
+             on_look: Callable[[Look], None] = lambda look: None, label: str | None = None) -> Verdict:
     """Run a candidate's validation to its end. `child(tasks, r)`: the child's validation scores on
     `tasks` with r trials each; `confirm(r)`: its confirmation scores on all tasks, r fresh trials
     each; `reserve(r)`: the parent's reserve, r trials per task; `reserve_have`: reserve trials per
     task that already exist (for the trial count). Each callable may be asked again for more: it
     returns what it ran before plus what is new. `on_look` sees each Look as it is decided, before
-    any further trial runs. Deterministic given the trials; raises only what the callables raise."""
-    n = len(tasks)
+    any further trial runs. `label`: what the seeded draws (task order, permutation tests) derive
+    from (SequentialRule.draw_label; default `candidate`). Deterministic given the trials and the
+    label; raises only what the callables raise."""
+    n, label = len(tasks), label or candidate
     looks: list[Look] = []
-    plan = selection_plan(selection_order(candidate, tasks, rule, parent_val), k, rule.select_looks, rule.min_share)
+    plan = selection_plan(selection_order(label, tasks, rule, parent_val), k, rule.select_looks, rule.min_share)
     run_sel = 0
     sel: Look | None = None
     for i, (subset, r) in enumerate(plan, 1):
@@ -366,7 +367,7 @@ def validate(candidate: str, tasks: list[str], parent_val: Scores, noise: NoiseF
         c, p = confirm(kc), reserve(kr)
         run_conf, run_res = kc * n, max(0, kr - reserve_have) * n
         last = confirm_look(p, c, noise, tasks, i, len(cplan), j, alpha_j, spending.spent, rule,
-                            seed_for(candidate, "confirm", i))
+                            seed_for(label, "confirm", i))
         if last.outcome == "accept":
             last = last.model_copy(update={"estimate": conditional_estimate(
                 last.delta, last.se, z_critical(last.threshold), selection_gain=sel.delta)})

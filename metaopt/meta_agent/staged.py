@@ -4,7 +4,9 @@ Trials go through the experiment's own `evaluate` (idempotent per candidate, spl
 attempt), so a resumed experiment reruns no trial and replays the same looks; each look becomes
 one gate_decisions row (written once: a resume skips rows already there); the experiment's alpha
 is rebuilt from its confirm rows every time, so a resume spends exactly what an uninterrupted run
-would; trials a stopped look did not run are booked as `saved` in the budget ledger.
+would; trials a stopped look did not run are booked as `saved` in the budget ledger. A candidate's seeded
+draws come from the run's seed and its iteration (SequentialRule.draw_label), not its id, so two
+runs with the same seed decide alike whatever their experiment ids.
 
 Splits: `validation` holds the child's selection trials, `confirm` its fresh confirmation
 trials, `reserve` a parent's trials for its children's confirmations (never used to select).
@@ -73,7 +75,7 @@ def judge(exp: Experiment, c: Candidate, parent: Candidate, parent_val: Scores, 
                  child=lambda ts, r: exp.evaluate(cid, c.harness, "validation", ts, r)[0],
                  confirm=lambda r: exp.evaluate(cid, c.harness, "confirm", val, r)[0],
                  reserve=lambda r: exp.evaluate(pid, parent.harness, "reserve", val, r)[0],
-                 reserve_have=have, on_look=on_look)
+                 reserve_have=have, on_look=on_look, label=exp.cfg.gate.draw_label(cid, exp.cfg.seed, c.iteration))
     saved = v.trials_max - v.trials_run
     booked = exp.store.rows("SELECT 1 FROM budget_ledger WHERE experiment_id = ? AND candidate_id = ? AND kind = 'saved'",
                             [exp.id, cid])

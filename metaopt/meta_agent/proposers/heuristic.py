@@ -92,7 +92,7 @@ def causes(ev: Evidence) -> list[tuple[str, int, list[str], str, list[str]]]:
         [*ev.trial_ids, *ev.trial_ids])
     found = [(r["cause"], r["n"], r["spans"], r["target"], r["tasks"]) for r in rows if r["cause"]]
     priority = {"timeout": 0, "turn_limit": 1, "truncated": 2}  # ties: the cause that kills a run first
-    return sorted(found, key=lambda c: (-c[1], priority[c[0]]))
+    return sorted(found, key=lambda c: (-c[1], priority[c[0]], c[3]))  # then the tool: not the query's row order
 
 
 def _turn_knob(h: Harness, cause: str, target: str) -> Harness | None:
