@@ -49,7 +49,7 @@ def run(h, model, instruction: str = "task"):
 
 
 def tool_responses(ep) -> list[str]:
-    return [p.response for m in ep.messages if m.role == "tool" for p in m.parts]
+    return [p.response for m in ep.messages for p in m.parts if isinstance(p, ToolResultPart)]
 
 
 def test_the_double_is_a_token_counting_model():
