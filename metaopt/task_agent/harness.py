@@ -135,10 +135,14 @@ class Limits(_Strict):
 
 class Context(_Strict):
     max_tokens: int | None = Field(None, gt=0)
-    """Approximate context budget (characters / 4); None = no management."""
+    """Context budget in tokens, counted by the model's own tokenizer where it has one (local/
+    models), else approximated as characters / 4; None = no budget. Whatever it says, a model that
+    knows its context window (local/ models) also gets each request trimmed to that window, less
+    room for the reply (its max_tokens, at most a quarter of the window)."""
     on_overflow: Literal["truncate_oldest_tool_outputs", "summarize", "stop"] = (
         "truncate_oldest_tool_outputs")
-    """What the loop does when the history exceeds max_tokens."""
+    """What the loop does when the history exceeds max_tokens or the model's window; when even
+    that leaves it too big, the episode ends as context_limit (the agent's failure)."""
 
 
 class Routing(_Strict):

@@ -1,9 +1,11 @@
 """The task agent: one loop that interprets a Harness against a Sandbox.
 
 Ask the model, run its tool calls in the sandbox, append the results, repeat; stop on `finish`,
-on a turn with no tool call, or at the turn, time or context limit. The message history is the
-trace: tracing wraps the model and the tool runner (traces/instrument.py), it is not sprinkled
-through this loop.
+on a turn with no tool call, or at the turn, time or context limit. Before each call the history
+is trimmed to the harness's context budget and to the model's own window where it knows one
+(models.base.CountsTokens); a conversation that outgrows them even so is the agent's failure
+(context_limit), not a model error. The message history is the trace: tracing wraps the model
+and the tool runner (traces/instrument.py), it is not sprinkled through this loop.
 """
 
 from __future__ import annotations
@@ -15,8 +17,8 @@ from typing import Callable
 
 from metaopt.sandbox.base import Sandbox, Shell
 from metaopt.task_agent.harness import Harness, ToolDef
-from metaopt.task_agent.messages import Message, ToolCallPart, ToolResultPart, Usage
-from metaopt.task_agent.models.base import Model
+from metaopt.task_agent.messages import Message, ToolCallPart, ToolResultPart, ToolSpec, Usage
+from metaopt.task_agent.models.base import CONTEXT_OVERFLOW, Model
 from metaopt.task_agent.tools import ToolOutcome, run_tool
 
 Dispatch = Callable[[], "tuple[ToolResultPart, ToolOutcome | None]"]
@@ -33,7 +35,8 @@ SUMMARY_HEADER = "[Context was full. Your own summary of the work so far:]"
 @dataclass
 class Episode:
     """How an episode ended. outcome: finished | no_tool_call | turn_limit | time_limit |
-    context_limit | model_error."""
+    context_limit | model_error. `error` says why for model_error, and for a context_limit the
+    model's server reported."""
 
     outcome: str
     messages: list[Message]
@@ -82,17 +85,18 @@ class TaskAgent:
             if time.monotonic() >= deadline:
                 ep.outcome = "time_limit"
                 break
-            if not self._fit_context(messages):
-                ep.outcome = "context_limit"
-                break
             try:  # a call may take at most the time left: slow (local) models stop at the deadline too
+                if not self._fit_context(messages, specs):
+                    ep.outcome = "context_limit"
+                    break
                 response = self.model.generate(messages, specs, self.settings.model_copy(
                     update={"timeout_s": max(1.0, deadline - time.monotonic())}))
             except Exception as e:  # provider errors end the episode; the trial records them
                 if time.monotonic() >= deadline:  # it ran into the time limit: not a model failure
                     ep.outcome = "time_limit"
-                else:
-                    ep.outcome, ep.error = "model_error", f"{type(e).__name__}: {e}"
+                else:  # a window the conversation outgrew is the agent's failure, not the model's
+                    overflow = getattr(e, "error_type", None) == CONTEXT_OVERFLOW
+                    ep.outcome, ep.error = "context_limit" if overflow else "model_error", f"{type(e).__name__}: {e}"
                 break
             ep.turns = turn + 1
             self.usage = self.usage + response.usage
@@ -150,14 +154,16 @@ class TaskAgent:
             self._shell = self.sandbox.shell(user=self.user, workdir=self.workdir)
         return self._shell
 
-    def _fit_context(self, messages: list[Message]) -> bool:
-        """Keep the history under the harness's budget (characters / 4). False = give up."""
+    def _fit_context(self, messages: list[Message], tools: list[ToolSpec]) -> bool:
+        """Keep the request under the harness's budget and under the model's context window less
+        room for the reply. False = it cannot fit."""
         ctx = self.harness.routing.context
-        if ctx.max_tokens is None or _tokens(messages) <= ctx.max_tokens:
+        limit = _limit(ctx.max_tokens, getattr(self.model, "context_window", None), self.settings.max_tokens)
+        if limit is None or self._tokens(messages, tools) <= limit:
             return True
         if ctx.on_overflow == "stop":
             return False
-        if ctx.on_overflow == "summarize" and self._summarize(messages) and _tokens(messages) <= ctx.max_tokens:
+        if ctx.on_overflow == "summarize" and self._summarize(messages) and self._tokens(messages, tools) <= limit:
             return True
         # truncate_oldest_tool_outputs (also what summarize falls back to)
         for i, m in enumerate(messages):
@@ -166,10 +172,14 @@ class TaskAgent:
             parts = [p.model_copy(update={"response": DROPPED}) if isinstance(p, ToolResultPart) else p
                      for p in m.parts]
             messages[i] = Message(role="tool", parts=parts)
-            if _tokens(messages) <= ctx.max_tokens:
+            if self._tokens(messages, tools) <= limit:
                 return True
-        return _tokens(messages) <= ctx.max_tokens
+        return self._tokens(messages, tools) <= limit
 
+    def _tokens(self, messages: list[Message], tools: list[ToolSpec]) -> int:
+        """The request's size as the model counts it (models.base.CountsTokens), else characters / 4."""
+        count = getattr(self.model, "count_tokens", None)
+        return count(messages, tools) if count is not None else _tokens(messages)
 
     def _summarize(self, messages: list[Message]) -> bool:
         """Replace the history after the task by the model's own summary of it (as Terminus-2 does
@@ -188,3 +198,12 @@ class TaskAgent:
 
 def _tokens(messages: list[Message]) -> int:
     return sum(len(json.dumps(m.to_otel(), ensure_ascii=False)) for m in messages) // 4
+
+
+def _limit(budget: int | None, window: int | None, reply: int) -> int | None:
+    """Most tokens a request's history may hold: the harness's budget, and the model's window less
+    room for the reply. The room is the reply's max_tokens, but at most a quarter of the window:
+    harnesses ask for up to 8192 (the whole window of a small local model), and a server stops a
+    reply at the window's end anyway."""
+    limits = [n for n in (budget, window and window - min(reply, window // 4)) if n]
+    return min(limits) if limits else None

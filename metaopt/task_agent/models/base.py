@@ -21,6 +21,11 @@ from metaopt.task_agent.messages import Message, ModelResponse, ModelSettings, T
 ALLOW_MODEL_REQUESTS: bool = True
 """Set to False to block every real model request in this process."""
 
+CONTEXT_OVERFLOW = "exceed_context_size_error"
+"""ModelError.error_type of a request the model's context window cannot hold (llama.cpp's name; a
+provider that can tell this case maps its own to it). The conversation outgrew the window: the
+loop ends the episode as the agent's failure (outcome context_limit), not as a model error."""
+
 ENV_SWITCH = "METAOPT_ALLOW_MODEL_REQUESTS"
 _OFF_VALUES = {"0", "false", "no", "off"}
 _override: bool | None = None  # set only inside allow_model_requests()
@@ -37,6 +42,21 @@ class Model(Protocol):
                  settings: ModelSettings) -> ModelResponse:
         """One model call. Retries transient failures itself; raises ModelError when the call
         fails for good and ModelRequestsBlocked when requests are switched off."""
+        ...
+
+
+@runtime_checkable
+class CountsTokens(Protocol):
+    """Optional, beside Model: a model that counts a request as its server does and knows its
+    context window. The loop then keeps each request inside the window; models without it are
+    budgeted at characters / 4 and have no window."""
+
+    context_window: int | None
+    """Tokens one request may hold, prompt and reply together; None = unknown."""
+
+    def count_tokens(self, messages: list[Message], tools: list[ToolSpec]) -> int:
+        """Prompt tokens of a request with these messages and tools, chat template included.
+        Raises ModelError when it cannot count."""
         ...
 
 

@@ -13,6 +13,10 @@ Per call, on top of that client:
   call, the raw output is kept in `ModelResponse.unparsed_output` (and so on the chat span).
 - cost is 0.0: the price of a local call is known, not missing; tokens are the server's counts.
 - no retries: a local failure does not get better by asking again.
+
+It also counts tokens (base.CountsTokens): `count_tokens` applies the server's chat template
+(/apply-template) and tokenizer (/tokenize) to a request, and `context_window` is the slot size
+the server reports (/props), so the loop can keep every request inside the window.
 """
 
 from __future__ import annotations
@@ -22,9 +26,10 @@ from typing import Any
 
 from metaopt.core.errors import ModelConfigError, ModelError
 from metaopt.task_agent.messages import Message, ModelResponse, ModelSettings, ToolSpec
+from metaopt.task_agent.models.base import CONTEXT_OVERFLOW, check_model_requests_allowed
 from metaopt.task_agent.models.local_server import ENV_PREFIX, LocalServer, LocalSettings, shared_server
 from metaopt.task_agent.models.local_weights import MODELS, Progress, is_verified, resolve
-from metaopt.task_agent.models.openai import OpenAIModel
+from metaopt.task_agent.models.openai import OpenAIModel, build_request
 from metaopt.task_agent.models.retry import RetryPolicy
 from metaopt.task_agent.models.toolcall_text import with_text_calls
 
@@ -53,12 +58,29 @@ class LocalModel:
     def __repr__(self) -> str:
         return f"LocalModel(name={self.name!r}, server={self.server!r})"
 
+    @property
+    def context_window(self) -> int:
+        return self.server.context_window
+
+    def count_tokens(self, messages: list[Message], tools: list[ToolSpec]) -> int:
+        check_model_requests_allowed(self.name)
+        request = build_request(self.model, messages, tools, ModelSettings(model=self.name), compatible=True)
+        try:
+            prompt = self.server.call("/apply-template", {k: v for k, v in request.items() if k in ("messages", "tools")})
+            # the template's text holds special tokens (<|im_start|>): parsed as such, one token each
+            tokens = self.server.call("/tokenize", {"content": prompt["prompt"], "add_special": False,
+                                                    "parse_special": True})["tokens"]
+        except (OSError, KeyError, ValueError) as e:
+            raise ModelError(f"{self.name}: could not count tokens: {e}", provider=PROVIDER,
+                             error_type="tokenize_error") from None
+        return len(tokens)
+
     def generate(self, messages: list[Message], tools: list[ToolSpec],
                  settings: ModelSettings) -> ModelResponse:
         try:
             response = self._client.generate(messages, tools, settings)
         except ModelError as e:
-            if e.error_type == "exceed_context_size_error":
+            if e.error_type == CONTEXT_OVERFLOW:
                 raise ModelError(f"{self.name}: {e} (each slot holds {self.settings.ctx} tokens: raise "
                                  f"{ENV_PREFIX}CTX or lower the harness's routing.context.max_tokens)",
                                  provider=PROVIDER, error_type=e.error_type, status_code=e.status_code) from None

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import atexit
 import functools
+import json
 import os
 import threading
 import time
@@ -110,7 +111,8 @@ class LocalSettings(BaseModel):
 
 class LocalServer:
     """A started llama.cpp server: `base_url` (http://127.0.0.1:PORT/v1), `load_s` (seconds to
-    load the model). `stop()` ends it and frees its port."""
+    load the model), `context_window` (tokens per slot, as the server reports it). `stop()` ends
+    it and frees its port."""
 
     def __init__(self, path: Path, settings: LocalSettings, *, alias: str, pinned: bool):
         try:
@@ -151,6 +153,16 @@ class LocalServer:
         self.port = int(self.address.rsplit(":", 1)[1])
         self.path, self.settings, self.alias = path, settings, alias
         self.runtime_version = getattr(xllamacpp, "__version__", "?")
+        props = self.call("/props")
+        self.context_window: int = int(props.get("default_generation_settings", {}).get("n_ctx") or settings.ctx)
+
+    def call(self, path: str, body: dict[str, Any] | None = None, timeout_s: float = 60.0) -> dict[str, Any]:
+        """GET (no body) or POST one of llama.cpp's own endpoints (/props, /tokenize,
+        /apply-template) and return its JSON. OSError (urllib's HTTPError included) when it fails."""
+        data = None if body is None else json.dumps(body).encode()
+        request = urllib.request.Request(self.address + path, data=data, headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=timeout_s) as r:
+            return json.loads(r.read())
 
     @property
     def running(self) -> bool:
