@@ -90,7 +90,7 @@ def stair_tasks(root: Path, steps: tuple[int, ...] = (12,) * 6 + (24,) * 3 + (1,
     return tasks
 
 
-def recorded() -> "Snapshot":
+def recorded() -> Snapshot:
     """A recorded ledger as the protocol sees it: a baseline, two rejected prompt-only revisions, an
     accepted limits raise, a revision the guard refused."""
     from metaopt.meta_agent.bilevel.snapshot import Snapshot

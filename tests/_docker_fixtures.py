@@ -15,9 +15,9 @@ import docker
 import docker.errors
 import pytest
 
+from metaopt.core.errors import SandboxUnavailable
 from metaopt.sandbox.base import SandboxSpec
 from metaopt.sandbox.docker import DockerBackend, DockerSandbox
-from metaopt.core.errors import SandboxUnavailable
 
 DEFAULT_TEST_IMAGE = "metaopt-base:latest"
 

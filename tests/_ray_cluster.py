@@ -184,7 +184,7 @@ class RayCluster:
             time.sleep(0.5)
         shutil.rmtree(self.tmp, ignore_errors=True)
 
-    def __enter__(self) -> "RayCluster":
+    def __enter__(self) -> RayCluster:
         return self
 
     def __exit__(self, *exc: object) -> None:

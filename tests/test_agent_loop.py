@@ -8,14 +8,14 @@ from pathlib import Path
 
 import pytest
 import yaml
+from _docker_fixtures import docker_backend, make_sandbox, test_image, test_run_id  # noqa: F401
+from wire_servers import WireServer, openai_completion, openai_tool_call
 
 from metaopt.task_agent.harness_io import harness_from_data, load_harness, resolve_harness
 from metaopt.task_agent.loop import DROPPED, TaskAgent
 from metaopt.task_agent.models import allow_model_requests, get_model
 from metaopt.traces.store import Store
 from metaopt.traces.tracing import Tracing
-from wire_servers import WireServer, openai_completion, openai_tool_call
-from _docker_fixtures import docker_backend, make_sandbox, test_image, test_run_id  # noqa: F401
 
 pytestmark = pytest.mark.docker
 

@@ -5,7 +5,6 @@ import subprocess
 import sys
 
 import pytest
-
 from _docker_fixtures import metaopt, require_base_image
 
 

@@ -9,7 +9,13 @@ from statistics import NormalDist
 
 import pytest
 
-from metaopt.meta_agent.error_control import AlphaSpending, conditional_estimate, seed_for, stratified_p_value, z_critical
+from metaopt.meta_agent.error_control import (
+    AlphaSpending,
+    conditional_estimate,
+    seed_for,
+    stratified_p_value,
+    z_critical,
+)
 
 
 def test_alpha_levels_are_geometric_and_never_sum_past_alpha():

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import docker
 import pytest
+from _docker_fixtures import metaopt, require_base_image
 
 from metaopt.benchmarks.registry import load_benchmark
 from metaopt.evaluation import TrialResult
 from metaopt.traces.store import Store
-from _docker_fixtures import metaopt, require_base_image
 
 pytestmark = pytest.mark.docker
 SAMPLES = Path(__file__).parents[1] / "metaopt" / "benchmarks" / "samples" / "terminalbench"

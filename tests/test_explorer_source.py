@@ -16,8 +16,8 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-
 from _docker_fixtures import metaopt
+
 from metaopt.evaluation import TrialResult
 from metaopt.traces.explorer.queries import overview
 from metaopt.traces.explorer.server import make_server

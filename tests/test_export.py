@@ -16,12 +16,25 @@ from typing import Any
 import anthropic
 import openai
 import pytest
-
 import wire_servers as ws
 from _docker_fixtures import docker_backend, make_sandbox, metaopt, test_image, test_run_id  # noqa: F401
-from _export_helpers import (FEATURE_SCRIPT, SCRIPT, SandboxExecutor, anthropic_replies, candidate,  # noqa: F401
-                             export, export_folder, featureful, load_package, openai_replies, reference,
-                             script_calls, stored_harness, transcript)
+from _export_helpers import (  # noqa: F401
+    FEATURE_SCRIPT,
+    SCRIPT,
+    SandboxExecutor,
+    anthropic_replies,
+    candidate,
+    export,
+    export_folder,
+    featureful,
+    load_package,
+    openai_replies,
+    reference,
+    script_calls,
+    stored_harness,
+    transcript,
+)
+
 from metaopt.task_agent.harness_io import load_harness
 from metaopt.traces.store import Store
 
@@ -79,7 +92,8 @@ def test_python_export_local_executor_and_command_line(candidate, tmp_path):
 
 
 def test_exports_never_hold_api_keys(candidate, tmp_path, monkeypatch):
-    from metaopt.meta_agent.export import FORMATS, export as export_lib
+    from metaopt.meta_agent.export import FORMATS
+    from metaopt.meta_agent.export import export as export_lib
 
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-secret-0001")
     monkeypatch.setenv("OPENAI_API_KEY", "sk-secret-0002")

@@ -6,10 +6,10 @@ import pytest
 
 pytest.importorskip("inspect_ai")
 
-from inspect_ai.util._sandbox.self_check import *  # noqa: E402,F403  (the checks, collected as tests)
+from _docker_fixtures import DEFAULT_TEST_IMAGE, docker_backend, require_base_image, test_run_id  # noqa: F401
+from inspect_ai.util._sandbox.self_check import *
 
-from metaopt.sandbox.base import SandboxSpec  # noqa: E402
-from _docker_fixtures import DEFAULT_TEST_IMAGE, docker_backend, require_base_image, test_run_id  # noqa: E402,F401
+from metaopt.sandbox.base import SandboxSpec
 
 pytestmark = [pytest.mark.docker, pytest.mark.anyio]
 

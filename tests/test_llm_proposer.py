@@ -14,8 +14,10 @@ from pathlib import Path
 
 import pytest
 import yaml
+from _docker_fixtures import metaopt, require_base_image
+from _step_tasks import make_tasks
 
-from metaopt.core.errors import UserError
+from metaopt.core.errors import MissingApiKey, UserError
 from metaopt.evaluation import TrialResult
 from metaopt.meta_agent.proposers import Evidence, get_proposer
 from metaopt.meta_agent.proposers.heuristic import HeuristicProposer
@@ -24,10 +26,7 @@ from metaopt.meta_agent.proposers.llm_tools import harness_yaml
 from metaopt.task_agent.harness_io import harness_from_data, load_harness, resolve_harness
 from metaopt.task_agent.messages import Message, ModelResponse, TextPart, ToolCallPart
 from metaopt.task_agent.models.toolcall_text import with_text_calls
-from metaopt.core.errors import MissingApiKey
 from metaopt.traces.store import Store
-from _step_tasks import make_tasks
-from _docker_fixtures import metaopt, require_base_image
 
 MINIMAL = load_harness(resolve_harness("minimal"))
 

@@ -7,6 +7,8 @@ import json
 import time
 
 import pytest
+from _docker_fixtures import docker_backend, make_sandbox, test_image, test_run_id  # noqa: F401
+from wire_servers import WireServer, openai_completion, openai_tool_call
 
 from metaopt.task_agent.harness_io import load_harness, resolve_harness
 from metaopt.task_agent.loop import TaskAgent
@@ -15,8 +17,6 @@ from metaopt.task_agent.models import allow_model_requests, get_model
 from metaopt.task_agent.models.toolcall_text import INVALID, TextToolCalls, recover, with_text_calls
 from metaopt.traces.store import Store
 from metaopt.traces.tracing import Tracing
-from wire_servers import WireServer, openai_completion, openai_tool_call
-from _docker_fixtures import docker_backend, make_sandbox, test_image, test_run_id  # noqa: F401
 
 BASH = ToolSpec(name="bash", description="run", parameters={"type": "object"})
 

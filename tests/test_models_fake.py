@@ -6,8 +6,17 @@ import json
 
 import pytest
 
-from metaopt.task_agent.messages import (Message, ModelResponse, ModelSettings, ReasoningPart, TextPart,
-                                 ToolCallPart, ToolResultPart, ToolSpec, Usage)
+from metaopt.task_agent.messages import (
+    Message,
+    ModelResponse,
+    ModelSettings,
+    ReasoningPart,
+    TextPart,
+    ToolCallPart,
+    ToolResultPart,
+    ToolSpec,
+    Usage,
+)
 from metaopt.task_agent.models import Model, ModelConfigError, get_model
 from metaopt.task_agent.models.fake import EXHAUSTED, ScriptModel
 

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import docker
 import pytest
+from _docker_fixtures import metaopt, require_base_image
+from _step_tasks import make_tasks
 
 from metaopt.traces.store import Store
-from _step_tasks import make_tasks
-from _docker_fixtures import metaopt, require_base_image
 
 pytestmark = pytest.mark.docker
 

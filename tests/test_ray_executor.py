@@ -16,12 +16,12 @@ from pathlib import Path
 
 import docker
 import pytest
-
-from metaopt.traces.store import Store
 from _docker_fixtures import docker_backend, make_sandbox, require_base_image, test_image, test_run_id  # noqa: F401
 from _ray_cluster import RayCluster
 from _step_tasks import make_tasks
+
 from metaopt.evaluation.ray_node import DISPATCH, cleanup_on_node
+from metaopt.traces.store import Store
 
 pytest.importorskip("ray", reason="the ray executor needs metaopt[ray] (scripts/setup.sh installs it)")
 pytestmark = pytest.mark.docker

@@ -10,18 +10,12 @@ from pathlib import Path
 import docker
 import docker.errors
 import pytest
-from _docker_fixtures import (  # noqa: F401  (fixtures)
-    built_images,
-    docker_backend,
-    make_sandbox,
-    test_image,
-    test_run_id,
-)
+from _docker_fixtures import built_images, docker_backend, make_sandbox, test_image, test_run_id  # noqa: F401  (fixtures)
 from sandbox_conformance import SandboxConformance
 
+from metaopt.core.errors import ImageBuildError, ImageNotFound, SandboxError, SandboxUnavailable
 from metaopt.sandbox.base import SandboxSpec
 from metaopt.sandbox.docker import DockerBackend
-from metaopt.core.errors import ImageBuildError, ImageNotFound, SandboxError, SandboxUnavailable
 from metaopt.sandbox.images import ImageMap
 
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(120)]

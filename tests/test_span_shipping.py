@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from test_traces import run_episode
 
 from metaopt.traces.exporter import DuckDBSpanExporter
 from metaopt.traces.instrument import agent_span, tool_span
@@ -13,7 +14,6 @@ from metaopt.traces.otel import OTLP_ENV, get_tracer, make_tracer_provider
 from metaopt.traces.shipping import CollectingExporter, collecting_tracing, ingest, span_from_dict
 from metaopt.traces.store import Store
 from metaopt.traces.tracing import Tracing
-from test_traces import run_episode
 
 
 @pytest.fixture(autouse=True)

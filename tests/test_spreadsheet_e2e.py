@@ -9,7 +9,6 @@ from pathlib import Path
 import openpyxl
 import pytest
 import yaml
-
 from _docker_fixtures import metaopt, require_base_image
 
 pytestmark = pytest.mark.docker

@@ -7,13 +7,12 @@ from __future__ import annotations
 import time
 
 import pytest
+from _docker_fixtures import DEFAULT_TEST_IMAGE, built_images, docker_backend, make_sandbox, test_image, test_run_id  # noqa: F401
 
 from metaopt.sandbox import forensics as fx
 from metaopt.sandbox.base import SandboxSpec
 from metaopt.sandbox.tamper import Scope, scan
 from metaopt.sandbox.toolchain import Toolchain
-from _docker_fixtures import (DEFAULT_TEST_IMAGE, built_images, docker_backend, make_sandbox,  # noqa: F401
-                              test_image, test_run_id)
 
 pytestmark = pytest.mark.docker
 

@@ -12,13 +12,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _docker_fixtures import docker_backend, test_image  # noqa: F401  (fixtures)
 
 from metaopt.sandbox.base import SandboxSpec
 from metaopt.task_agent.harness import ToolDef
 from metaopt.task_agent.harness_io import load_harness
 from metaopt.task_agent.tools import check_arguments, render_command, run_tool
 from metaopt.task_agent.truncate import truncate_middle
-from _docker_fixtures import docker_backend, test_image  # noqa: F401  (fixtures)
 
 HARNESSES = Path(__file__).resolve().parent.parent / "metaopt" / "harnesses"
 TRICKY = "it's \"quoted\" $HOME `id` $(echo no) \\ back\nline two ünïcødé ✓\n\ttab; rm -rf /tmp/x &&\n"

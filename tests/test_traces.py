@@ -207,17 +207,15 @@ def test_tool_errors_and_worker_threads(tracing, tmp_path):
     def work(ep, i):  # a worker thread: the parent is handed over explicitly
         with tool_span(tracer, "bash", f"c{i}", {"command": "sleep 99"}, context=ep.context) as t:
             t.set_result("killed", is_error=True, extra={"timed_out": True, "exit_code": 124})
-        with ep.activate():
-            with tool_span(tracer, "read", f"r{i}", {"path": "/x"}):
-                pass
+        with ep.activate(), tool_span(tracer, "read", f"r{i}", {"path": "/x"}):
+            pass
 
     with agent_span(tracer, agent_name="a", harness_version=None, conversation_id="c", run_id=None,
                     trial_id="t/9", task_id=None, provider="fake") as ep:
         with ThreadPoolExecutor(2) as pool:
             list(pool.map(lambda i: work(ep, i), range(4)))
-        with pytest.raises(ValueError):
-            with tool_span(tracer, "python", "boom", {}):
-                raise ValueError("bad input")
+        with pytest.raises(ValueError), tool_span(tracer, "python", "boom", {}):
+            raise ValueError("bad input")
     rows = store.rows("SELECT * FROM spans WHERE operation_name = 'execute_tool'")
     assert len(rows) == 9 and all(r["parent_span_id"] == ep.span_id and r["trial_id"] == "t/9" for r in rows)
     bash = [r for r in rows if r["tool_name"] == "bash"]

@@ -10,7 +10,6 @@ class Mechanism:
     def on_result(self, candidate, decision, ctx):
         if candidate["status"] in ("rejected", "invalid") and candidate["areas"] == ["prompts"]:
             self.rejected += 1
-        return None
 
     def guidance(self, ctx):
         if self.rejected < 2:

@@ -3,8 +3,8 @@ only when called: inspect-ai and torch are slow to import and optional."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from metaopt.benchmarks.registry import Benchmark, Loaded
 from metaopt.core.errors import BenchmarkError

@@ -25,9 +25,10 @@ import posixpath
 import re
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from metaopt.benchmarks.scoring import RECHECK, Verdict, cross_check, defined_tests
 from metaopt.benchmarks.task import Task

@@ -38,9 +38,9 @@ from typing import Any
 
 from metaopt.benchmarks.task import Task, TaskLoadError
 from metaopt.core.errors import ExecutorError, MissingExtra, SandboxUnavailable
+from metaopt.evaluation.ray_node import DISPATCH
 from metaopt.evaluation.result import TrialResult
 from metaopt.evaluation.runner import TrialJob
-from metaopt.evaluation.ray_node import DISPATCH
 from metaopt.evaluation.task_files import pack
 from metaopt.evaluation.trial import run_trial
 from metaopt.traces.store import now

@@ -33,7 +33,7 @@ DISPATCH = "metaopt.dispatch"  # the container label naming one dispatch of a tr
 # one that builds, then find the tag present (build_image checks the daemon first).
 _LOCK = threading.Lock()
 _BACKENDS: dict[tuple, DockerBackend] = {}
-_CACHES: dict[str, "NodeImageCache"] = {}
+_CACHES: dict[str, NodeImageCache] = {}
 
 
 class NodeImageCache(ImageCache):

@@ -23,7 +23,8 @@ from __future__ import annotations
 import hashlib
 import random
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from metaopt.benchmarks.canary import canary_tasks, is_canary
 from metaopt.benchmarks.task import Task

@@ -32,10 +32,27 @@ import requests
 from metaopt.core.errors import ImageBuildError, SandboxError, SandboxUnavailable
 from metaopt.sandbox.base import ExecResult, SandboxSpec
 from metaopt.sandbox.docker_errors import UNREACHABLE, daemon_url, explain, root_cause
-from metaopt.sandbox.images import (ImageMap, context_digest, context_files, context_tar, resolve,
-                            rewrite_from_lines, root_owned, run_build, strip_top, tar_of)
-from metaopt.sandbox.shell import (EXEC_OUTPUT_LIMIT, KILL_TREE, PID_EXEC, PID_WRAPPER, TIMEOUT_EXIT_CODE, DockerShell,
-                           ExecStream)
+from metaopt.sandbox.images import (
+    ImageMap,
+    context_digest,
+    context_files,
+    context_tar,
+    resolve,
+    rewrite_from_lines,
+    root_owned,
+    run_build,
+    strip_top,
+    tar_of,
+)
+from metaopt.sandbox.shell import (
+    EXEC_OUTPUT_LIMIT,
+    KILL_TREE,
+    PID_EXEC,
+    PID_WRAPPER,
+    TIMEOUT_EXIT_CODE,
+    DockerShell,
+    ExecStream,
+)
 
 CACHE_VERSION = "metaopt-build-cache-v1"  # bump to invalidate every cached task image
 MANAGED, RUN_ID = "metaopt.managed", "metaopt.run_id"
@@ -141,7 +158,7 @@ class DockerBackend:
 
         ids = [c["Id"] for c in api.containers(all=True, filters={"label": labels})]
         with ThreadPoolExecutor(8) as pool:  # removals are slow and independent
-            rm = lambda i: gone(api.remove_container, i, force=True, v=True)  # noqa: E731
+            rm = lambda i: gone(api.remove_container, i, force=True, v=True)
             counts["containers"] = sum(pool.map(rm, ids))
         for net in api.networks(filters={"label": labels}):
             counts["networks"] += gone(api.remove_network, net["Id"])

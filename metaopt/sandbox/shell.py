@@ -116,7 +116,7 @@ class ExecStream:
         self._sock.settimeout(wait)
         try:
             chunk = self._sock.recv(1 << 20)
-        except (TimeoutError, socket.timeout):
+        except TimeoutError:
             return False
         except OSError:
             chunk = b""  # connection reset: the exec (or its container) is gone

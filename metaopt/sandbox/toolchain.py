@@ -25,8 +25,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from metaopt.sandbox.base import ExecResult
 from metaopt.core.errors import SandboxError, SandboxUnavailable
+from metaopt.sandbox.base import ExecResult
 
 CANDIDATES = ("/bin/busybox", "/usr/bin/busybox", "/usr/local/bin/busybox")
 APPLETS = ("sh", "rm", "mkdir", "kill", "cat", "ls", "sleep", "readlink", "awk", "sort", "tr",

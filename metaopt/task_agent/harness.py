@@ -22,7 +22,6 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
-from metaopt.core.errors import HarnessError
 from metaopt.task_agent.messages import ModelSettings, ToolSpec
 from metaopt.task_agent.tools import check_parameters_schema, check_template
 

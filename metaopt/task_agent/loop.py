@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from metaopt.sandbox.base import Sandbox, Shell
 from metaopt.task_agent.harness import Harness, ToolDef

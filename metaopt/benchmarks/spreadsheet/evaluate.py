@@ -29,8 +29,8 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import compare  # noqa: E402  (the file next to this one)
-import openpyxl  # noqa: E402
+import compare
+import openpyxl
 
 RECALC_TIMEOUT_S = 120
 

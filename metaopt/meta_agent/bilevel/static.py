@@ -16,8 +16,14 @@ import ast
 from dataclasses import dataclass, field
 from typing import Any
 
-from metaopt.meta_agent.mechanisms.protocol import (ALLOWED_IMPORTS, DUNDERS_ALLOWED, FORBIDDEN_NAMES, NAME,
-                                            OPTIONAL, REQUIRED)
+from metaopt.meta_agent.mechanisms.protocol import (
+    ALLOWED_IMPORTS,
+    DUNDERS_ALLOWED,
+    FORBIDDEN_NAMES,
+    NAME,
+    OPTIONAL,
+    REQUIRED,
+)
 
 MAX_CHARS = 30_000
 ARITY = {"on_result": 3, "guidance": 1, "select_parent": 2, "filter": 2, "state_dict": 0, "load_state_dict": 1}

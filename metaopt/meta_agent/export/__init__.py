@@ -30,7 +30,7 @@ FORMATS: dict[str, str] = {
 }
 FILES = Path(__file__).with_name("files")
 
-__all__ = ["ExportError", "ExportResult", "FORMATS", "export"]
+__all__ = ["FORMATS", "ExportError", "ExportResult", "export"]
 
 
 @dataclass

@@ -8,7 +8,7 @@ dropped silently.
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from metaopt.task_agent.harness import Harness
 

@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from metaopt.core.errors import ExportError
-from metaopt.task_agent.harness import Harness, HarnessError
+from metaopt.core.errors import ExportError, HarnessError
+from metaopt.task_agent.harness import Harness
 from metaopt.task_agent.harness_io import SHIPPED, load_harness
 
 

@@ -65,7 +65,6 @@ def _tracer(frame, event, arg):
     code = frame.f_code
     if event == "call" and code.co_filename == FILENAME:
         _ran.add(getattr(code, "co_qualname", code.co_name))
-    return None
 
 
 def _guarded_import(name, globals=None, locals=None, fromlist=(), level=0):

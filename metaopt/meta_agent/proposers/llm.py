@@ -40,9 +40,9 @@ import time
 import types
 import typing
 import uuid
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from collections.abc import Callable
 from typing import Any
 
 from pydantic import BaseModel

@@ -9,16 +9,26 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import yaml
 
 from metaopt.core.errors import ModelConfigError
-from metaopt.task_agent.messages import (FinishReason, Message, ModelResponse, ModelSettings,
-                                 ReasoningPart, TextPart, ToolCallPart, ToolResultPart, ToolSpec,
-                                 Usage)
+from metaopt.task_agent.messages import (
+    FinishReason,
+    Message,
+    ModelResponse,
+    ModelSettings,
+    ReasoningPart,
+    TextPart,
+    ToolCallPart,
+    ToolResultPart,
+    ToolSpec,
+    Usage,
+)
 
 EXHAUSTED = "script exhausted"
 _STEP_KEYS = {"tool", "arguments", "tool_calls", "text", "reasoning", "id"}

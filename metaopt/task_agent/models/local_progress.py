@@ -17,7 +17,8 @@ _STAGES = {"download": "downloading packages (pip)", "assemble": "joining parts 
 def pull_progress(title: str) -> Iterator[Progress]:
     """Yields a `progress(stage, done, total)` callback; the display ends with the block."""
     from rich.console import Console
-    from rich.progress import BarColumn, Progress as Bar, TextColumn, TimeElapsedColumn
+    from rich.progress import BarColumn, TextColumn, TimeElapsedColumn
+    from rich.progress import Progress as Bar
 
     console = Console(stderr=True)
     if not console.is_terminal:

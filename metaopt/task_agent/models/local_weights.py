@@ -24,9 +24,9 @@ import sys
 import tempfile
 import threading
 import zipfile
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable
 
 from metaopt.core.errors import ModelConfigError
 

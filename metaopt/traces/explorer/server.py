@@ -11,9 +11,10 @@ from __future__ import annotations
 import json
 import mimetypes
 import sys
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from metaopt.core.errors import BadRequest
@@ -61,7 +62,7 @@ class Handler(BaseHTTPRequestHandler):
     source: Source  # set on the subclass make_server builds
     server_version = "metaopt-ui"
 
-    def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+    def do_GET(self) -> None:
         url = urlsplit(self.path)
         if url.path.startswith("/api/"):
             self._api(url.path, parse_qs(url.query))
@@ -104,7 +105,7 @@ class Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+    def log_message(self, format: str, *args: Any) -> None:
         pass  # quiet: the terminal shows the URL, not a line per request
 
 
