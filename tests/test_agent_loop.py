@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-from _docker_fixtures import docker_backend, make_sandbox, test_image, test_run_id  # noqa: F401
 from wire_servers import WireServer, openai_completion, openai_tool_call
 
 from metaopt.task_agent.harness_io import harness_from_data, load_harness, resolve_harness

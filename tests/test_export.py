@@ -17,16 +17,14 @@ import anthropic
 import openai
 import pytest
 import wire_servers as ws
-from _docker_fixtures import docker_backend, make_sandbox, metaopt, test_image, test_run_id  # noqa: F401
-from _export_helpers import (  # noqa: F401
+from _docker_fixtures import metaopt
+from _export_helpers import (
     FEATURE_SCRIPT,
     SCRIPT,
     SandboxExecutor,
     anthropic_replies,
-    candidate,
     export,
     export_folder,
-    featureful,
     load_package,
     openai_replies,
     reference,

@@ -12,14 +12,12 @@ import sys
 import openai
 import pytest
 import wire_servers as ws
-from _docker_fixtures import docker_backend, make_sandbox, metaopt, test_image, test_run_id  # noqa: F401
-from _export_helpers import (  # noqa: F401
+from _docker_fixtures import metaopt
+from _export_helpers import (
     FEATURE_SCRIPT,
     SCRIPT,
-    candidate,
     export,
     export_folder,
-    featureful,
     load_package,
     openai_replies,
     reference,

@@ -6,7 +6,7 @@ import pytest
 
 pytest.importorskip("inspect_ai")
 
-from _docker_fixtures import DEFAULT_TEST_IMAGE, docker_backend, require_base_image, test_run_id  # noqa: F401
+from _docker_fixtures import DEFAULT_TEST_IMAGE, require_base_image
 from inspect_ai.util._sandbox.self_check import *
 
 from metaopt.sandbox.base import SandboxSpec
@@ -27,7 +27,7 @@ def anyio_backend():
 
 
 @pytest.fixture(scope="module")
-def container(docker_backend, test_run_id):  # noqa: F811
+def container(docker_backend, test_run_id):
     require_base_image()
     sb = docker_backend.start(SandboxSpec(image=DEFAULT_TEST_IMAGE, workdir="/app"), run_id=test_run_id)
     sb.exec("mkdir -p /app && useradd -m nonroot", user="root")

@@ -7,7 +7,6 @@ import json
 import time
 
 import pytest
-from _docker_fixtures import docker_backend, make_sandbox, test_image, test_run_id  # noqa: F401
 from wire_servers import WireServer, openai_completion, openai_tool_call
 
 from metaopt.task_agent.harness_io import load_harness, resolve_harness

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import docker
 import pytest
-from _docker_fixtures import docker_backend, make_sandbox, require_base_image, test_image, test_run_id  # noqa: F401
+from _docker_fixtures import require_base_image
 from _ray_cluster import RayCluster
 from _step_tasks import make_tasks
 

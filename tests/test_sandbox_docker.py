@@ -10,7 +10,6 @@ from pathlib import Path
 import docker
 import docker.errors
 import pytest
-from _docker_fixtures import built_images, docker_backend, make_sandbox, test_image, test_run_id  # noqa: F401  (fixtures)
 from sandbox_conformance import SandboxConformance
 
 from metaopt.core.errors import ImageBuildError, ImageNotFound, SandboxError, SandboxUnavailable

@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from _docker_fixtures import DEFAULT_TEST_IMAGE, built_images, docker_backend, make_sandbox, test_image, test_run_id  # noqa: F401
+from _docker_fixtures import DEFAULT_TEST_IMAGE
 
 from metaopt.sandbox import forensics as fx
 from metaopt.sandbox.base import SandboxSpec

@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 
 from metaopt.evaluation import stop_agent_processes
-from tests._docker_fixtures import docker_backend, make_sandbox, test_image, test_run_id  # noqa: F401
 
 pytestmark = pytest.mark.docker
 
