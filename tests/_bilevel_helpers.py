@@ -6,12 +6,16 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import yaml
 
 from metaopt.meta_agent.proposers.llm_tools import harness_yaml
 from metaopt.task_agent.harness import Harness
 from metaopt.task_agent.harness_io import load_harness, resolve_harness
+
+if TYPE_CHECKING:
+    from metaopt.meta_agent.bilevel.snapshot import Snapshot
 
 MINIMAL = load_harness(resolve_harness("minimal"))
 

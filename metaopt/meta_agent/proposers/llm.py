@@ -42,6 +42,7 @@ import typing
 import uuid
 from collections.abc import Callable
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -164,12 +165,8 @@ class LLMProposer:
             offered = [t.name for t in tools]
             withheld = set(p.tools) - set(offered) - EDIT_TOOLS - SUBMIT  # readers left out after a loop: not run
 
-            def answer(c: ToolCallPart) -> ToolResultPart:
-                if c.name in withheld:
-                    return _withheld(c, offered)
-                return _again(keys[id(c)], c, done) if c in repeats else _first(c, session, done)
-
-            results = [wrap(c, lambda c=c: answer(c)) for c in calls]
+            results = [wrap(c, partial(_answer, c, session, done, keys[id(c)], c in repeats, withheld, offered))
+                       for c in calls]
             edited = any(c.name in EDIT_TOOLS and not r.is_error and c not in repeats for c, r in zip(calls, results))
             for c, r in zip(calls, results):  # the draft's last refusal, kept until a new edit lands
                 if c.name in SUBMIT and r.is_error:
@@ -242,6 +239,14 @@ def _signature(call: ToolCallPart, session: Session) -> str:
     """A call's identity for repeat detection; a submission's includes the draft it would submit."""
     draft = "|" + "; ".join(session.draft.log) if call.name in SUBMIT else ""
     return call.name + json.dumps(call.arguments, sort_keys=True, default=str) + draft
+
+
+def _answer(call: ToolCallPart, session: Session, done: dict[str, str], key: str, repeat: bool,
+            withheld: set[str], offered: list[str]) -> ToolResultPart:
+    """One call's result: a withheld tool is not run, a repeat gets what it returned before."""
+    if call.name in withheld:
+        return _withheld(call, offered)
+    return _again(key, call, done) if repeat else _first(call, session, done)
 
 
 def _first(call: ToolCallPart, session: Session, done: dict[str, str]) -> ToolResultPart:
