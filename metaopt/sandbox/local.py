@@ -192,8 +192,8 @@ class LocalSandbox:
 
     def copy_out(self, src: str, dest: Path) -> None:
         path = self._abs(src)
-        rc, out, err, _ = self._run(["sh", "-c", 'test -e "$1" || exit 2; cd "$(dirname "$1")" && '
-                                     'tar -c -h "$(basename "$1")"', "sh", path], user="root")
+        rc, out, err, _ = self._run(["sh", "-c", ('test -e "$1" || exit 2; cd "$(dirname "$1")" && '
+                                     'tar -c -h "$(basename "$1")"'), "sh", path], user="root")
         if rc == 2:
             raise FileNotFoundError(2, "no such file in the sandbox", src)
         if rc:

@@ -191,8 +191,8 @@ def evaluate(cfg: dict) -> dict:
 def report(result: dict) -> str:
     if result.get("error"):
         return f"scorer error: {result['error']}"
-    lines = [f"SpreadsheetBench {result['task_id']}: soft {result['soft']:.3f} hard {result['hard']:.0f} "
-             f"(recalculated: {'yes' if result['recalculated'] else 'no'})"]
+    lines = [(f"SpreadsheetBench {result['task_id']}: soft {result['soft']:.3f} hard {result['hard']:.0f} "
+             f"(recalculated: {'yes' if result['recalculated'] else 'no'})")]
     if result.get("note"):
         lines.append(f"note: {result['note']}")
     for c in result["cases"]:
