@@ -184,7 +184,7 @@ def test_the_explorer_and_the_terminal_show_source_ladder_calls_and_judgement(sc
 def test_heuristic_meta_model_uses_level_15_and_the_builtins_only(tmp_path, backend):
     tasks = stair_tasks(tmp_path / "tasks")
     with Store(tmp_path / "s.duckdb") as store:
-        exp, out = run(config("heuristic", builtins=["tabu", "bandit", "explore"], level15_every=1), tasks, store,
+        _exp, out = run(config("heuristic", builtins=["tabu", "bandit", "explore"], level15_every=1), tasks, store,
                        backend, on_event=(said := []).append)
         calls = store.select(HookCall, "true")
         params = store.select(SearchParams, "true")

@@ -93,7 +93,7 @@ def assert_traces(s: Store, rows: list[TrialResult]) -> None:
         if row.score == 1.0:  # fake/solution: the task's solution ran through the bash tool
             [task] = load_benchmark("terminalbench-sample", task_ids=[row.task_id])
             first = task.solution.command or task.solution.steps[0]
-            bash = [x for x in tools if x["tool_name"] == "bash"][0]
+            bash = next(x for x in tools if x["tool_name"] == "bash")
             msgs = {m["direction"]: m["text"] for m in s.rows(
                 "SELECT direction, text FROM messages WHERE span_id = ?", [bash["span_id"]])}
             assert json.loads(msgs["tool_call"]) == {"command": first}

@@ -46,7 +46,7 @@ def test_harness_export_is_the_candidate_with_its_history(candidate, tmp_path):
     export(candidate, "harness", out)
     assert load_harness(out) == stored_harness(candidate)
     text = (out / "README.md").read_text()
-    db, cid = candidate
+    _db, cid = candidate
     assert cid in text and cid.split("/")[0] in text and "max_turns 8 -> 16" in text
     assert "| validation | 1 |" in text and "Lineage" in text and f"{cid.split('/')[0]}/c0" in text
 

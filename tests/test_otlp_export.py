@@ -86,7 +86,7 @@ def test_spans_reach_the_otlp_collector(collector, tmp_path, monkeypatch, variab
     monkeypatch.setenv(variable, base if variable == "OTEL_EXPORTER_OTLP_ENDPOINT" else f"{base}/v1/traces")
     with Store(tmp_path / "o.duckdb") as store:
         provider = make_tracer_provider(exporters=[DuckDBSpanExporter(store)])
-        ep, _ = run_episode(get_tracer(provider), tmp_path)
+        _ep, _ = run_episode(get_tracer(provider), tmp_path)
         assert provider.force_flush(10_000)
         provider.shutdown()
         stored = store.rows("SELECT name FROM spans ORDER BY name")

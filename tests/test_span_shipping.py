@@ -62,7 +62,7 @@ def test_collecting_tracing_traces_an_episode_without_a_store(tmp_path):
     ep, _ = run_episode(tracing.tracer, tmp_path, trial_id="r2/t/0")
     spans = collector.take()
     assert {s["attributes"]["gen_ai.operation.name"] for s in spans} == {"invoke_agent", "chat", "execute_tool"}
-    assert [s for s in spans if s["parent"] is None][0]["context"]["span_id"] == ep.span_id
+    assert next(s for s in spans if s["parent"] is None)["context"]["span_id"] == ep.span_id
     store = Store(tmp_path / "s.duckdb")
     writer = Tracing.for_store(store)
     ingest(writer, spans)

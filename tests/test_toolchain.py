@@ -63,7 +63,7 @@ def test_reads_from_outside_are_bounded_and_never_raise_for_what_a_path_is(make_
                                                      "small": "file", "none": "missing"}
     assert kinds["big"].data is None and kinds["big"].sha256 is None and kinds["small"].data == b"hi\n"
     assert kinds["link"].link == "/etc/passwd"
-    changed = dict((p, k) for k, p in fx.changes(sb))
+    changed = {p: k for k, p in fx.changes(sb)}
     assert changed["/app/small"] == "A"
 
 

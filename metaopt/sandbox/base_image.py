@@ -194,7 +194,7 @@ def _debootstrap(
             line = line.rstrip()
             tail.append(line)
             # Stage lines only ("I: Configuring the base system..."), not one line per package.
-            if line.startswith("I: ") and (line.endswith("...") or line.endswith("successfully.")) \
+            if line.startswith("I: ") and (line.endswith(("...", "successfully."))) \
                     and not _PER_PACKAGE.match(line):
                 say(f"debootstrap: {line[3:]}")
         rc = proc.wait()

@@ -23,7 +23,7 @@ import weakref
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import docker
 import docker.errors
@@ -119,9 +119,9 @@ class DockerBackend:
             device_requests=gpus if spec.gpus else None,
         )
         name = f"metaopt-{_repo_name(run_id)[:40]}-{secrets.token_hex(4)}"
-        create = dict(command=["sleep", "infinity"], labels=labels, name=name,
-                      working_dir=spec.workdir, environment=spec.env, user=spec.user or "",
-                      host_config=host_config, detach=True)
+        create = {"command": ["sleep", "infinity"], "labels": labels, "name": name,
+                  "working_dir": spec.workdir, "environment": spec.env, "user": spec.user or "",
+                  "host_config": host_config, "detach": True}
         try:
             try:
                 cid = self.api.create_container(spec.image, **create)["Id"]
@@ -311,7 +311,7 @@ class DockerSandbox:
             if e.status_code not in (404, 409):  # gone, or a concurrent prune is removing it
                 raise SandboxError(f"cannot remove sandbox {self.name}: {explain(e)}") from None
 
-    def __enter__(self) -> DockerSandbox:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:

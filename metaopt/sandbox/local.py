@@ -29,7 +29,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 from metaopt.core.errors import ImageBuildError, ImageNotFound, SandboxError, SandboxUnavailable
 from metaopt.sandbox.base import ExecResult, SandboxSpec
@@ -49,19 +49,19 @@ PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 _INIT = r"""
 set -e
 R=$1
-for d in %(ro)s; do
+for d in {ro}; do
   [ -d "/$d" ] && [ ! -L "/$d" ] || continue
   mount --rbind "/$d" "$R/$d"; mount -o remount,bind,ro "$R/$d"
 done
 mount -t tmpfs -o mode=755,size=1m tmpfs "$R/dev"
-for n in %(dev)s; do [ -e "/dev/$n" ] && : > "$R/dev/$n" && mount --bind "/dev/$n" "$R/dev/$n"; done
+for n in {dev}; do [ -e "/dev/$n" ] && : > "$R/dev/$n" && mount --bind "/dev/$n" "$R/dev/$n"; done
 mkdir -p "$R/dev/shm" && mount -t tmpfs -o mode=1777 tmpfs "$R/dev/shm"
 ln -s /proc/self/fd "$R/dev/fd"; ln -s /proc/self/fd/0 "$R/dev/stdin"
 ln -s /proc/self/fd/1 "$R/dev/stdout"; ln -s /proc/self/fd/2 "$R/dev/stderr"
 mount -t proc proc "$R/proc"
 echo ready
 exec sleep infinity
-""" % {"ro": " ".join(READ_ONLY), "dev": " ".join(DEVICES)}
+""".format(ro=" ".join(READ_ONLY), dev=" ".join(DEVICES))
 
 # Inside the chroot: `sh -c ENTER sh WORKDIR ENV... ARGV...`.
 _ENTER = 'cd "$1" || exit 125; shift; exec /usr/bin/env -i "$@"'
@@ -226,7 +226,7 @@ class LocalSandbox:
             p.wait()
         _remove_tree(self.root)
 
-    def __enter__(self) -> LocalSandbox:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -99,9 +99,9 @@ def run_cmd(
     bar = bar_view.add_task("trials", total=None, last="")
     store = Store(db)
     trace = tracing(store)
-    hooks = dict(backend=docker, tracing=trace, executor=runner, on_trial=lambda r: bar_view.update(
+    hooks = {"backend": docker, "tracing": trace, "executor": runner, "on_trial": lambda r: bar_view.update(
         bar, advance=1, last=f"{r.split} {r.task_id}: {r.status}"),
-        on_event=lambda line: bar_view.console.print(line, highlight=False, markup=False))
+        "on_event": lambda line: bar_view.console.print(line, highlight=False, markup=False)}
     try:
         experiment = (resume_experiment(record, store=store, **hooks) if resume
                       else start_experiment(plan, store=store, **hooks))
