@@ -117,7 +117,7 @@ class RayCluster:
         while time.monotonic() < deadline:
             if node.proc.poll() is not None:
                 raise RuntimeError(f"ray node {node.name} exited: {node.log.read_text()[-2000:]}")
-            r = subprocess.run([sys.executable, "-c", probe, self.address], capture_output=True, text=True,
+            r = subprocess.run([sys.executable, "-c", probe, self.address], capture_output=True, check=False, text=True,
                                env=self.env, timeout=self.timeout_s)
             if r.returncode == 0 and r.stdout.strip().splitlines()[-1:] == [str(n_nodes)]:
                 return

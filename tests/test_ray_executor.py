@@ -38,7 +38,7 @@ def cluster(tmp_path_factory):
 
 
 def cli(cluster: RayCluster, *args: str, timeout: float = 900) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "metaopt.meta_agent.cli", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "metaopt.meta_agent.cli", *args], capture_output=True, check=False, text=True,
                           timeout=timeout, env=cluster.env)
 
 
