@@ -82,7 +82,7 @@ def require_base_image() -> None:
     """Skip the calling test (or module fixture) unless Docker answers and the base image exists."""
     try:
         docker.from_env().images.get(DEFAULT_TEST_IMAGE)
-    except Exception:
+    except Exception:  # noqa: BLE001 - whatever stops the image lookup, the test skips
         pytest.skip(f"needs a running Docker daemon and {DEFAULT_TEST_IMAGE} (scripts/setup.sh)")
 
 

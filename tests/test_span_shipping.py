@@ -39,9 +39,8 @@ def test_shipped_spans_become_the_same_rows_as_live_ones(tmp_path):
                     trial_id="r1/t/1", task_id="t", provider="fake") as ep:
         with tool_span(tracer, "bash", "c1", {"command": "sleep 99"}) as t:
             t.set_result("killed", is_error=True, extra={"timed_out": True, "exit_code": 124, "lines": [1, 2]})
-        with pytest.raises(ValueError):
-            with tool_span(tracer, "python", "boom", {}):  # an ERROR span with an exception event
-                raise ValueError("bad input")
+        with pytest.raises(ValueError), tool_span(tracer, "python", "boom", {}):  # an ERROR span with an exception event
+            raise ValueError("bad input")
         ep.finish({"input_tokens": 3, "output_tokens": 4}, "model_error", error="it broke", cost_usd=0.5)
     provider.force_flush()
     payload = json.loads(json.dumps(collector.take()))  # what crosses the machine boundary

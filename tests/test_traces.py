@@ -186,10 +186,9 @@ def test_api_key_values_never_reach_the_store(tracing, tmp_path, monkeypatch):
     monkeypatch.setenv("ACME_API_KEY", key)
     run_episode(tracer, tmp_path, tool_output=f"env: ACME_API_KEY={key}", user=f"use key {key}")
     model = TracedModel(Exploding(f"401 invalid key {key}"), tracer)
-    with pytest.raises(RuntimeError):
-        with agent_span(tracer, agent_name="a", harness_version="h", conversation_id="c", run_id="r1",
-                        trial_id="r1/t/1", task_id="t", provider="fake"):
-            model.generate([Message.user(f"again {key}")], [], ModelSettings(model="fake/exploding"))
+    with pytest.raises(RuntimeError), agent_span(tracer, agent_name="a", harness_version="h", conversation_id="c",
+                                                 run_id="r1", trial_id="r1/t/1", task_id="t", provider="fake"):
+        model.generate([Message.user(f"again {key}")], [], ModelSettings(model="fake/exploding"))
     with tracer.start_as_current_span("foreign", attributes={"note": f"leaked {key}"}):
         pass  # not our instrumentation: the exporter's backstop scrubs it
     dump = json.dumps(store.rows("SELECT * FROM spans"), default=str) + json.dumps(store.rows("SELECT * FROM messages"), default=str)

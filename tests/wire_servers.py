@@ -202,7 +202,8 @@ own side requests) gets a short text answer."""
 
     @property
     def url(self):
-        return "http://%s:%d" % self.httpd.server_address[:2]
+        host, port = self.httpd.server_address[:2]
+        return f"http://{host}:{port}"
 
     def __enter__(self):
         self.thread.start(); return self
@@ -237,7 +238,7 @@ own side requests) gets a short text answer."""
                 if not self.path.startswith("/v1/messages") or "count_tokens" in self.path:
                     return self._json(200, {"input_tokens": 10})
                 blocks, stop = server._blocks(body)
-                msg = {"id": "msg_%d" % len(server.requests), "type": "message", "role": "assistant", "model": body.get("model", "m"),
+                msg = {"id": f"msg_{len(server.requests)}", "type": "message", "role": "assistant", "model": body.get("model", "m"),
                        "content": [], "stop_reason": None, "stop_sequence": None, "usage": {"input_tokens": 10, "output_tokens": 1}}
                 if not body.get("stream"):
                     return self._json(200, {**msg, "content": blocks, "stop_reason": stop})

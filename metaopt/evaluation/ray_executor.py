@@ -192,7 +192,7 @@ class RayExecutor:
         for ref in ready:
             try:
                 out.append(ray.get(ref))
-            except Exception:  # noqa: BLE001 (a node without a daemon has nothing to clean)
+            except Exception:  # noqa: BLE001, S112 - a node without a daemon has nothing to clean
                 continue
         return out
 
@@ -235,7 +235,7 @@ class RayExecutor:
                 ready, _ = ray.wait(list(flights), num_returns=1, timeout=0.2)
                 for gen in ready:
                     self._settle(gen, flights)
-        except BaseException as e:  # the cluster went away under us: fail what is left, loudly
+        except BaseException as e:  # noqa: BLE001 - the cluster went away under us: fail what is left, loudly
             log.error("ray dispatcher stopped: %s", _describe(e))
             for f in flights.values():
                 if not f.future.done():

@@ -75,7 +75,7 @@ class LocalExecutor:
             try:
                 self.backend.prune(run_id)
                 return
-            except Exception:  # the daemon may be busy tearing down; try again briefly
+            except Exception:  # noqa: BLE001 - the daemon may be busy tearing down; try again briefly
                 time.sleep(0.5)
 
     def shutdown(self, cancel: bool = False) -> None:

@@ -187,7 +187,7 @@ class Experiment:
                                     on_event=self.say, guidance=self.search.guidance(parent))
                 try:
                     rev = self.proposer.propose(parent.harness, evidence, tried)
-                except Exception as e:  # a meta-model API failure: stop cleanly; --resume can go on later
+                except Exception as e:  # noqa: BLE001 - a meta-model API failure: stop cleanly; --resume can go on later
                     stop = f"the {self.proposer.name} proposer failed: {type(e).__name__}: {e}"
                     break
                 by = self.proposer.name

@@ -114,7 +114,7 @@ def build_base_image(
         def fetch() -> None:
             try:
                 download_wheels(wheels_dir)
-            except BaseException as exc:  # re-raised in the caller's thread
+            except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
                 wheel_result["error"] = exc
 
         say("downloading wheels (uv, pytest 8.4.1/8.4.2, pytest-json-ctrf) in the background")

@@ -376,7 +376,7 @@ class DockerSandbox:
                 for chunk in chunks:
                     spool.write(chunk)
             spool.seek(0)
-            tar = tarfile.open(fileobj=spool, mode="r")
+            tar = tarfile.open(fileobj=spool, mode="r")  # noqa: SIM115 - closed in the loop or by `with tar` below
             top = tar.next()
             if top is None or not top.issym():
                 break

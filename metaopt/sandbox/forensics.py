@@ -16,7 +16,7 @@ import tarfile
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import docker.errors
 import requests
@@ -96,7 +96,7 @@ class Pristine:
     started) container of the image, one per image per daemon, removed at exit."""
 
     _lock = threading.Lock()
-    _cache: dict[tuple[int, str], Pristine] = {}
+    _cache: ClassVar[dict[tuple[int, str], Pristine]] = {}
 
     def __init__(self, api: Any, image: str, labels: dict[str, str]):
         self.api, self.image, self._labels = api, image, labels
@@ -170,7 +170,7 @@ def _remove_pristine() -> None:
         api, cid = _created.pop()
         try:
             api.remove_container(cid, force=True, v=True)
-        except Exception:  # gone already (pruned), or the daemon is down at exit
+        except Exception:  # noqa: BLE001, S110 - gone already (pruned), or the daemon is down at exit
             pass
 
 

@@ -172,7 +172,7 @@ def _read_map_file(path: Path) -> list[tuple[str, str]]:
     if data is None:
         return []
     if not isinstance(data, dict):
-        raise ValueError(
+        raise ValueError(  # noqa: TRY004 - malformed input data: callers catch ValueError
             f"{path}: an image map must be a mapping of 'pattern: local-image', "
             f"got {type(data).__name__}"
         )

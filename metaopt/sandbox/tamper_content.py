@@ -63,9 +63,9 @@ def tool_config(ctx: Ctx) -> Iterator[Evidence]:
                 text = text[text.find("[tool.uv"):] if "[tool.uv" in text else ""
             if (big and not p.endswith("pyproject.toml")) or _LOCAL_INDEX.search(text):
                 yield _ev(ctx, "installer-redirected", p, "points pip or uv at a local package source")
-        elif p in gitconfigs or (posixpath.basename(p) == "config" and p.rsplit("/", 2)[-2] == ".git"):
-            if big or re.search(r"fsmonitor", ctx.cur(p).text, re.IGNORECASE):  # runs on `git status` / `git diff`
-                yield _ev(ctx, "git-hook", p, "git would run a command the agent chose")
+        elif (p in gitconfigs or (posixpath.basename(p) == "config" and p.rsplit("/", 2)[-2] == ".git")) and (
+                big or re.search(r"fsmonitor", ctx.cur(p).text, re.IGNORECASE)):  # runs on `git status` / `git diff`
+            yield _ev(ctx, "git-hook", p, "git would run a command the agent chose")
 
 
 def code_signatures(ctx: Ctx) -> Iterator[Evidence]:

@@ -236,9 +236,9 @@ def python_packages(ctx: Ctx) -> Iterator[Evidence]:
                 if top in PYTEST_DEPS and (ctx.record_verified(p) or ctx.dpkg_verified(p)):
                     continue
                 yield _ev(ctx, "test-runner-modified", p, f"{top} is not the image's nor a shipped wheel's copy")
-        elif _STDLIB.match(p) and k != "D" and not (k == "C" and ctx.same(p)) and ctx.cur(p, 0).kind != "dir":
-            if not ctx.dpkg_verified(p):
-                yield _ev(ctx, "python-stdlib-modified", p, "the standard library the verifier imports was changed")
+        elif (_STDLIB.match(p) and k != "D" and not (k == "C" and ctx.same(p)) and ctx.cur(p, 0).kind != "dir"
+              and not ctx.dpkg_verified(p)):
+            yield _ev(ctx, "python-stdlib-modified", p, "the standard library the verifier imports was changed")
 
 
 def shadowed_modules(ctx: Ctx) -> Iterator[Evidence]:
@@ -312,9 +312,9 @@ def loader(ctx: Ctx) -> Iterator[Evidence]:
             if odd:  # a distribution's own library (jemalloc from apt) is configuration, not tampering
                 yield _ev(ctx, "loader-preload", p, f"preloads {odd[0][:80]} into every dynamically linked program")
         d, base = posixpath.split(p)
-        if CRITICAL_LIB.match(base) and (d in conf_dirs or ctx.canon(d) in conf_dirs):
-            if not (k == "C" and ctx.same(p)) and not _harmless_lib_link(ctx, p) and not ctx.dpkg_verified(p):
-                yield _ev(ctx, "library-replaced" if k == "C" else "library-shadowed", p, f"{base} is loaded by the verifier's interpreters")
+        if (CRITICAL_LIB.match(base) and (d in conf_dirs or ctx.canon(d) in conf_dirs)
+                and not (k == "C" and ctx.same(p)) and not _harmless_lib_link(ctx, p) and not ctx.dpkg_verified(p)):
+            yield _ev(ctx, "library-replaced" if k == "C" else "library-shadowed", p, f"{base} is loaded by the verifier's interpreters")
 
 
 def _harmless_lib_link(ctx: Ctx, p: str) -> bool:

@@ -88,7 +88,7 @@ class TaskAgent:
             try:  # a call may take at most the time left: slow (local) models stop at the deadline too
                 response = self.model.generate(messages, specs, self.settings.model_copy(
                     update={"timeout_s": max(1.0, deadline - time.monotonic())}))
-            except Exception as e:  # provider errors end the episode; the trial records them
+            except Exception as e:  # noqa: BLE001 - provider errors end the episode; the trial records them
                 if time.monotonic() >= deadline:  # it ran into the time limit: not a model failure
                     ep.outcome = "time_limit"
                 else:
@@ -176,7 +176,7 @@ class TaskAgent:
         when the context fills). False when the model could not give one."""
         try:
             r = self.model.generate([*messages, Message.user(SUMMARIZE)], [], self.settings)
-        except Exception:  # a failed summary is not fatal: the caller truncates instead
+        except Exception:  # noqa: BLE001 - a failed summary is not fatal: the caller truncates instead
             return False
         self.usage, self.cost = self.usage + r.usage, self.cost + (r.cost_usd or 0.0)
         if not r.message.text.strip():

@@ -265,7 +265,7 @@ class DuckDBSpanExporter(SpanExporter):
                     ap.append_rows(data)
                     ap.flush()
             self._cur.execute("COMMIT")
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - a failed write loses this batch of spans, never the run
             self.failed += len(rows)
             log.error("span store write failed, %d spans lost: %s", len(rows), exc)
             with contextlib.suppress(Exception):

@@ -43,7 +43,7 @@ def score_inspect(task: Task, sb: Sandbox, transcript: Transcript | None, timeou
     except TimeoutError:
         return Verdict(0.0, "timeout", failure_mode="test_timeout",
                        error=f"inspect scorers ran past {timeout_s:.0f} s"), "", None
-    except Exception as e:  # the task's own scorer failed: an error trial, not a 0
+    except Exception as e:  # noqa: BLE001 - the task's own scorer failed: an error trial, not a 0
         return Verdict(None, "error", failure_mode="scorer_error", error=f"inspect scorer raised {type(e).__name__}: {e}"), "", None
     floats = {name: to_float(s.value) for name, s in scores.items()}
     output = json.dumps({name: {"value": s.value, "answer": s.answer, "explanation": s.explanation,
@@ -75,7 +75,7 @@ async def _run_scorers(scorers: list[Any], state: Any, sample: Any, sb: Sandbox,
     for i, scorer in enumerate(scorers):
         try:
             name = registry_unqualified_name(scorer)
-        except Exception:  # a plain function that was never registered
+        except Exception:  # noqa: BLE001 - a plain function that was never registered
             name = f"scorer_{i}"
         score = await scorer(state, target)
         if score is None:

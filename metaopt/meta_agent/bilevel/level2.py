@@ -142,7 +142,7 @@ def parse_spec(text: str) -> MechanismSpec:
     except json.JSONDecodeError as e:
         raise ValueError(f"not a JSON object ({e.msg} at line {e.lineno} column {e.colno})") from None
     if not isinstance(data, dict):
-        raise ValueError(f"the spec must be a JSON object, got {type(data).__name__}")
+        raise ValueError(f"the spec must be a JSON object, got {type(data).__name__}")  # noqa: TRY004 - malformed input data: callers catch ValueError
     try:
         return MechanismSpec.model_validate(data)
     except ValidationError as e:

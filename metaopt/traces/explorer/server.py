@@ -82,7 +82,7 @@ class Handler(BaseHTTPRequestHandler):
             return self._json(404, {"error": str(e.args[0]) if e.args else "not found"})
         except StoreError as e:
             return self._json(503, {"error": str(e)})
-        except Exception as e:  # a bug must still be one line in the page, never a traceback
+        except Exception as e:  # noqa: BLE001 - a bug must still be one line in the page, never a traceback
             print(f"metaopt ui: {path}: {type(e).__name__}: {e}", file=sys.stderr)
             return self._json(500, {"error": f"internal error: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"})
         self._json(200, {"data": data, "note": note})
