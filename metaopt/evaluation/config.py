@@ -67,12 +67,13 @@ class EvalConfig(BaseModel):
             if name not in AGENTS:
                 raise UserError(f"unknown agent '{name}' (known: {', '.join(AGENTS)})", field="--agent")
             return AGENTS[name]()
+        model = self.model
         harness = _about("--harness", lambda: load_harness(resolve_harness(self.harness or "baseline")))
         from metaopt.task_agent.models.fake import needs_task
 
         # fake/solution and fake/flaky:P are built per trial from the task; everything else is checked now
-        _about("--model", lambda: needs_task(self.model) or get_model(self.model, base_url=self.base_url))
-        return HarnessAgent(harness, self.model, base_url=self.base_url)
+        _about("--model", lambda: needs_task(model) or get_model(model, base_url=self.base_url))
+        return HarnessAgent(harness, model, base_url=self.base_url)
 
 
 def _about(option: str, fn):

@@ -263,10 +263,10 @@ class BuiltinHost:
             if hook == "__reset__":
                 self._obj = self._cls()
                 return Reply("ok")
-            args = json.loads(json.dumps(list(args)))
+            call_args = json.loads(json.dumps(list(args)))
             if hook == "select_parent":
-                args = [args[0], random.Random(int(args[1]["seed"]))]
-            value = json.loads(json.dumps(getattr(self._obj, hook)(*args)))
+                call_args = [call_args[0], random.Random(int(call_args[1]["seed"]))]
+            value = json.loads(json.dumps(getattr(self._obj, hook)(*call_args)))
         except Exception as e:  # noqa: BLE001 - a raising hook is a reply
             return Reply("raised", error=f"{type(e).__name__}: {e}", ms=(time.monotonic() - t0) * 1000)
         problem = check_output(hook, value, offered)

@@ -23,6 +23,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from metaopt.meta_agent.bilevel.records import SessionOutcome
 from metaopt.meta_agent.bilevel.static import Step
 from metaopt.meta_agent.mechanisms import BUILTINS, builtin_source, protocol_source
 from metaopt.meta_agent.mechanisms.protocol import HOOKS, NAME, OPTIONAL, REQUIRED
@@ -121,7 +122,7 @@ class MechanismSpec(BaseModel):
 
 @dataclass
 class Session:
-    outcome: str  # module | spec_error | code_error | model_error
+    outcome: SessionOutcome
     messages: list[Message]
     spec: MechanismSpec | None = None
     source: str | None = None

@@ -26,18 +26,22 @@ from metaopt.traces.store import StoreError
 STATIC = Path(__file__).parent / "static"
 
 
-def _arg(params: dict[str, list[str]], name: str, default: str | None = ..., ) -> str | None:  # type: ignore[assignment]
-    v = params.get(name, [None])[0]
-    if v is None or v == "":
-        if default is ...:
-            raise BadRequest(f"missing query parameter '{name}'")
-        return default
+def _opt(params: dict[str, list[str]], name: str) -> str | None:
+    """The query parameter, None when absent or empty."""
+    return params.get(name, [""])[0] or None
+
+
+def _arg(params: dict[str, list[str]], name: str) -> str:
+    """The query parameter; a BadRequest when absent or empty."""
+    v = _opt(params, name)
+    if v is None:
+        raise BadRequest(f"missing query parameter '{name}'")
     return v
 
 
 def _int(params: dict[str, list[str]], name: str) -> int:
     try:
-        return int(_arg(params, name))  # type: ignore[arg-type]
+        return int(_arg(params, name))
     except ValueError:
         raise BadRequest(f"query parameter '{name}' must be an integer") from None
 
@@ -46,12 +50,12 @@ def _int(params: dict[str, list[str]], name: str) -> int:
 ROUTES: dict[str, Callable[[Any, dict[str, list[str]]], Any]] = {
     "/api/overview": lambda s, p: q.overview(s),
     "/api/experiment": lambda s, p: q.experiment(s, _arg(p, "id")),
-    "/api/matrix": lambda s, p: q.matrix(s, _arg(p, "experiment", None)),
+    "/api/matrix": lambda s, p: q.matrix(s, _opt(p, "experiment")),
     "/api/trial": lambda s, p: q.trial(s, _arg(p, "id"), cut=_int(p, "cut") if p.get("cut") else q.CUT),
     "/api/trial/entry": lambda s, p: q.trial_entry(s, _arg(p, "id"), _int(p, "n")),
     "/api/trace": lambda s, p: q.trace(s, _arg(p, "id"), cut=_int(p, "cut") if p.get("cut") else q.CUT),
     "/api/trace/entry": lambda s, p: q.trace_entry(s, _arg(p, "id"), _int(p, "n")),
-    "/api/failures": lambda s, p: q.failure_causes(s, _arg(p, "experiment", None), _arg(p, "run", None)),
+    "/api/failures": lambda s, p: q.failure_causes(s, _opt(p, "experiment"), _opt(p, "run")),
     "/api/search": lambda s, p: q.search(s, _arg(p, "q"), before=_int(p, "before") if p.get("before") else None),
     "/api/compare": lambda s, p: q.compare(s, _arg(p, "task"), _arg(p, "a"), _arg(p, "b")),
     "/api/mechanisms": lambda s, p: mechanisms(s, _arg(p, "experiment")),
