@@ -300,7 +300,7 @@ class RayExecutor:
         f = flights[gen]
         item: dict[str, Any] | None
         try:
-            item = ray.get(next(gen))
+            item = ray.get(next(gen))  # pyright: ignore[reportAssignmentType] - one ref, one value: ray's stub picks its list overload
         except StopIteration:
             item, exc = None, RuntimeError("the trial's task ended without a result")
         except Exception as e:  # noqa: BLE001 (sorted just below)

@@ -209,7 +209,9 @@ def run_session(model: Any, record: str, proposer: dict[str, Any], static: Calla
                     s.outcome = "spec_error"
                     return s
                 reply = ask(REPAIR_SPEC.format(error=e), "specify")
-        reply = ask(GENERATE.format(name=s.spec.name, hooks=", ".join(s.spec.hooks),
+        spec = s.spec
+        assert spec is not None  # the loop above returns unless a spec parsed
+        reply = ask(GENERATE.format(name=spec.name, hooks=", ".join(spec.hooks),
                                     allowed=", ".join(sorted(ALLOWED_IMPORTS - {"__future__"}))), "generate")
         for turn in range(2):
             try:
@@ -220,7 +222,7 @@ def run_session(model: Any, record: str, proposer: dict[str, Any], static: Calla
                 steps = static(source)
                 s.attempts.append((source, steps))
                 bad = next((x for x in steps if not x.ok), None)
-                mismatch = spec_mismatch(s.spec, steps) if bad is None else None
+                mismatch = spec_mismatch(spec, steps) if bad is None else None
                 if bad is None and mismatch is None:
                     s.outcome, s.source = "module", source
                     return s

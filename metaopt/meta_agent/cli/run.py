@@ -17,6 +17,7 @@ from metaopt.meta_agent.cli.common import (
     build,
     err,
     executor_for,
+    fail,
     progress,
     sigterm_as_interrupt,
     split_ids,
@@ -73,6 +74,8 @@ def run_cmd(
     if resume:
         record = find_experiment(db, resume)
         if record.status == "finished":  # nothing to resume: show what it found
+            if record.result is None:
+                fail(f"experiment {record.experiment_id} is finished but has no result stored")
             return _show(record.result, as_json)
         cfg = RunConfig.model_validate(record.config["run"])
         if ray_address:  # the cluster may have a new head since
@@ -103,7 +106,7 @@ def run_cmd(
         bar, advance=1, last=f"{r.split} {r.task_id}: {r.status}"),
         "on_event": lambda line: bar_view.console.print(line, highlight=False, markup=False)}
     try:
-        experiment = (resume_experiment(record, store=store, **hooks) if resume
+        experiment = (resume_experiment(record, store=store, **hooks) if plan is None
                       else start_experiment(plan, store=store, **hooks))
     except BaseException as e:
         trace.shutdown()

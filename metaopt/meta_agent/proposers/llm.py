@@ -44,7 +44,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel
 
@@ -69,7 +69,7 @@ class LLMProposer:
     takes_guidance = True  # Evidence.guidance goes into the opening prompt (the bilevel strategy reads this)
 
     def __init__(self, model: str | Model, base_url: str | None = None, *, max_turns: int | None = None,
-                 max_tokens: int | None = None, reasoning_effort: str | None = None,
+                 max_tokens: int | None = None, reasoning_effort: Literal["low", "medium", "high"] | None = None,
                  max_context_chars: int | None = None, profile: str | Profile | None = None,
                  temperature: float | None = None, on_event: Callable[[str], None] | None = None):
         """`model`: `provider/model` (or a Model object). The client is built now, so a missing
@@ -182,7 +182,7 @@ class LLMProposer:
                 last = results[-1]
                 results[-1] = last.model_copy(update={"response": last.response + f"\n\n[{left} turn(s) left: "
                                                       "call write_revision before they run out]"})
-            messages.append(Message(role="tool", parts=results))
+            messages.append(Message(role="tool", parts=[*results]))
             if len(repeats) == len(calls):  # a loop (small models at temperature 0): change the context
                 loops += 1
                 told, offer = _after_loop(session, refusal)
