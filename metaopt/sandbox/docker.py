@@ -27,6 +27,7 @@ from typing import Any, Self
 
 import docker
 import docker.errors
+import docker.types
 import requests
 
 from metaopt.core.errors import ImageBuildError, SandboxError, SandboxUnavailable
@@ -142,7 +143,7 @@ class DockerBackend:
         also carry every one of `labels`) with its volumes, and labelled networks and volumes;
         `images=True` also removes `metaopt-task/*` images. Returns counts by kind. Never
         touches anything without the metaopt.managed label."""
-        labels = ([f"{MANAGED}=true"] + ([f"{RUN_ID}={run_id}"] if run_id else [])
+        selector = ([f"{MANAGED}=true"] + ([f"{RUN_ID}={run_id}"] if run_id else [])
                   + [f"{k}={v}" for k, v in (labels or {}).items()])
         counts = {"containers": 0, "networks": 0, "volumes": 0, "images": 0}
         api = self.api
@@ -156,13 +157,13 @@ class DockerBackend:
                     return 0
                 raise
 
-        ids = [c["Id"] for c in api.containers(all=True, filters={"label": labels})]
+        ids = [c["Id"] for c in api.containers(all=True, filters={"label": selector})]
         with ThreadPoolExecutor(8) as pool:  # removals are slow and independent
             rm = lambda i: gone(api.remove_container, i, force=True, v=True)
             counts["containers"] = sum(pool.map(rm, ids))
-        for net in api.networks(filters={"label": labels}):
+        for net in api.networks(filters={"label": selector}):
             counts["networks"] += gone(api.remove_network, net["Id"])
-        for vol in api.volumes(filters={"label": labels}).get("Volumes") or []:
+        for vol in api.volumes(filters={"label": selector}).get("Volumes") or []:
             counts["volumes"] += gone(api.remove_volume, vol["Name"], force=True)
         if images:
             for img in api.images(filters={"label": f"{MANAGED}=true"}):
@@ -382,6 +383,8 @@ class DockerSandbox:
                 break
             tar.close()
             path = posixpath.normpath(posixpath.join(posixpath.dirname(path), top.linkname))
+        else:  # 40 hops and still a link: a loop
+            raise OSError(errno.ELOOP, "too many levels of symbolic links in the sandbox", path)
         if top is None:
             raise FileNotFoundError(errno.ENOENT, "empty archive from the sandbox", path)
         with tar:

@@ -278,7 +278,7 @@ def strip_top(top: str) -> Any:
             member = tarfile.tar_filter(member.replace(name=name, linkname=link or ""), dest)
         except tarfile.FilterError:
             return None
-        return member.replace(uid=None, gid=None, uname=None, gname=None)
+        return member.replace(uid=None, gid=None, uname=None, gname=None)  # pyright: ignore[reportArgumentType] - None (keep the extracting user's) is documented for filters; typeshed says int/str
 
     return filt
 

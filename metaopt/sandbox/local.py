@@ -140,6 +140,7 @@ class LocalSandbox:
             self._ns_flags.append("--net")
         self._init = subprocess.Popen([*ns, "/bin/sh", "-c", _INIT, "sh", str(root)], stdin=subprocess.DEVNULL,
                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+        assert self._init.stdout is not None and self._init.stderr is not None  # both are PIPE
         ready = self._init.stdout.readline()
         if ready.strip() != b"ready":
             err = self._init.stderr.read().decode(errors="replace").strip()[-300:]
@@ -206,7 +207,10 @@ class LocalSandbox:
                 tar.extractall(dest, filter=strip_top(top.name))
                 return
             dest.parent.mkdir(parents=True, exist_ok=True)
-            with tar.extractfile(top) as f, dest.open("wb") as fh:  # type: ignore[union-attr]
+            member = tar.extractfile(top) if top is not None else None
+            if top is None or member is None:
+                raise SandboxError(f"cannot copy {src} out: not a regular file or directory")
+            with member as f, dest.open("wb") as fh:
                 shutil.copyfileobj(f, fh)
             dest.chmod(top.mode & 0o777)
 

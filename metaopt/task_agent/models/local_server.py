@@ -117,7 +117,7 @@ class LocalServer:
             import xllamacpp
         except ImportError:
             raise MissingExtra("local/ models (llama.cpp runtime)", "local", RUNTIME) from None
-        p = xllamacpp.CommonParams()
+        p = xllamacpp.CommonParams()  # pyright: ignore[reportAttributeAccessIssue] - compiled module, no stubs
         p.model.path = str(path)
         p.model_alias = {alias}
         p.hostnames = ["127.0.0.1"]
@@ -140,7 +140,7 @@ class LocalServer:
         p.use_jinja = True
         t0 = time.monotonic()
         try:
-            self._server: Any = xllamacpp.Server(p)
+            self._server: Any = xllamacpp.Server(p)  # pyright: ignore[reportAttributeAccessIssue] - compiled module, no stubs
         except Exception as e:  # noqa: BLE001 - llama.cpp says little more than "failed to init"
             raise ModelConfigError(f"llama.cpp could not load {path} ({e}); set {ENV_PREFIX}VERBOSE=1 to see "
                                    f"its log, or lower {ENV_PREFIX}CTX") from None
