@@ -17,7 +17,8 @@ import pytest
 
 from metaopt.core.errors import SandboxUnavailable
 from metaopt.sandbox.base import SandboxSpec
-from metaopt.sandbox.docker import DockerBackend, DockerSandbox
+from metaopt.sandbox.docker import DockerBackend
+from metaopt.sandbox.docker_sandbox import DockerSandbox
 
 DEFAULT_TEST_IMAGE = "metaopt-base:latest"
 
