@@ -39,6 +39,7 @@ from typing import Any
 from metaopt.benchmarks.task import Task, TaskLoadError
 from metaopt.core.errors import ExecutorError, MissingExtra, SandboxUnavailable
 from metaopt.evaluation.ray_node import DISPATCH
+from metaopt.evaluation.ray_resources import describe, fits, resources_of
 from metaopt.evaluation.result import TrialResult
 from metaopt.evaluation.runner import TrialJob
 from metaopt.evaluation.task_files import pack
@@ -67,21 +68,6 @@ def _ray():
     except ImportError:
         raise MissingExtra("--executor ray", "ray", "ray") from None
     return ray
-
-
-def resources_of(task: Task) -> dict[str, float]:
-    """The Ray resource request of one trial of `task`: its cpus (1 when unset), memory, gpus."""
-    r = task.resources
-    out = {"CPU": float(r.cpus or 1)}
-    if r.memory_mb:
-        out["memory"] = float(r.memory_mb * 2**20)
-    if r.gpus:
-        out["GPU"] = float(r.gpus)
-    return out
-
-
-def _fits(node: dict[str, Any], request: dict[str, float]) -> bool:
-    return all(node["Resources"].get(k, 0) >= v for k, v in request.items())
 
 
 def _infra(exc: BaseException) -> bool:
@@ -259,12 +245,12 @@ class RayExecutor:
         ray = _ray()
         job = f.job
         nodes = self.nodes()
-        fit = [n for n in nodes if _fits(n, f.request)]
+        fit = [n for n in nodes if fits(n, f.request)]
         if not fit:
             largest = max(nodes, key=lambda n: n["Resources"].get("CPU", 0), default=None)
             have = {k: v for k, v in (largest or {}).get("Resources", {}).items() if k in ("CPU", "GPU", "memory")}
             return f.future.set_result(_error_result(f, f"no node of the Ray cluster can hold this trial: it asks "
-                                                        f"{_fmt(f.request)}, the largest node has {_fmt(have)}"))
+                                                        f"{describe(f.request)}, the largest node has {describe(have)}"))
         opts: dict[str, Any] = {"num_cpus": f.request["CPU"], "num_gpus": f.request.get("GPU", 0)}
         if "memory" in f.request:
             opts["memory"] = f.request["memory"]
@@ -396,11 +382,3 @@ def _error_result(f: _Flight, error: str, failure_mode: str = "infra_error") -> 
                        status="error", failure_mode=failure_mode, error=f"{job.task.id}: {error}",
                        timeout_multiplier=job.timeout_multiplier, started_at=now(), finished_at=now(),
                        duration_s=round(sum(x["after_s"] for x in f.failures), 3), infra_errors=f.failures or None)
-
-
-def _fmt(request: dict[str, float]) -> str:
-    parts = [f"{request.get('CPU', 0):g} CPU"]
-    if "memory" in request:
-        parts.append(f"{request['memory'] / 2**20:.0f} MB memory")
-    parts.append(f"{request.get('GPU', 0):g} GPU")
-    return ", ".join(parts)
