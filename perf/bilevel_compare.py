@@ -143,16 +143,15 @@ def main() -> None:
             r = one(strategy, seed, args, root, backend)
             rows.append(r)
             print(json.dumps(r), flush=True)
+    def ms(xs):
+        return {"mean": round(statistics.fmean(xs), 4),
+                "se": round(statistics.stdev(xs) / len(xs) ** 0.5, 4) if len(xs) > 1 else None}
+
     summary = {}
     for strategy in args.strategies.split(","):
         rs = [r for r in rows if r["strategy"] == strategy]
-
-        def ms(key):
-            xs = [r[key] for r in rs]
-            return {"mean": round(statistics.fmean(xs), 4),
-                    "se": round(statistics.stdev(xs) / len(xs) ** 0.5, 4) if len(xs) > 1 else None}
-
-        summary[strategy] = {k: ms(k) for k in ("gain", "trials", "gain_per_100_trials", "test", "dropped_before_trials")}
+        summary[strategy] = {k: ms([r[k] for r in rs])
+                             for k in ("gain", "trials", "gain_per_100_trials", "test", "dropped_before_trials")}
         summary[strategy]["n"] = len(rs)
     line = json.dumps({"summary": summary, "max_trials": args.max_trials, "max_iterations": args.max_iterations})
     print(line)

@@ -37,7 +37,6 @@ def main() -> None:
     args = ap.parse_args()
 
     import yaml
-
     from _bilevel_helpers import MINIMAL, PROMPT_TABU, level2_steps, prompt_revision, spec
 
     from metaopt.benchmarks.registry import load_benchmark

@@ -273,8 +273,9 @@ class Scenario:
                     continue
                 conf, res = rp["conf"][t], rp["reserves"][res_i]
                 v = validate(f"c{t}", val, p_val, noise, k, RULE, spending,
-                             child=lambda ts, r: {x: sc(c_val, val, r)[x] for x in ts},
-                             confirm=lambda r: sc(conf, val, r), reserve=lambda r: sc(res, val, r), reserve_have=have)
+                             child=lambda ts, r, c_val=c_val: {x: sc(c_val, val, r)[x] for x in ts},
+                             confirm=lambda r, conf=conf: sc(conf, val, r), reserve=lambda r, res=res: sc(res, val, r),
+                             reserve_have=have)
                 spending = v.spending
                 out["staged"][1] += (v.outcome == "accept") == accepted and v.trials_run == trials
                 confirms = [lk for lk in v.looks if lk.stage == "confirm"]

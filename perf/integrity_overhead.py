@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -61,7 +60,7 @@ def main() -> None:
         for agent in args.agents.split(","):
             r = subprocess.run([sys.executable, "-m", "metaopt.meta_agent.cli", "eval", "--benchmark", args.benchmark,
                                 "--agent", agent, "-j", str(args.j), "--db", str(db), "--json"],
-                               capture_output=True, text=True)
+                               capture_output=True, check=False, text=True)
             if r.returncode != 0:
                 sys.exit(f"metaopt eval failed: {r.stderr.strip()[-500:]}")
             run_id = json.loads(r.stdout)["run_id"]

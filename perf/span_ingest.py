@@ -27,7 +27,15 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from metaopt.task_agent.messages import Message, ModelResponse, ModelSettings, ReasoningPart, TextPart, ToolCallPart, Usage
+from metaopt.task_agent.messages import (
+    Message,
+    ModelResponse,
+    ModelSettings,
+    ReasoningPart,
+    TextPart,
+    ToolCallPart,
+    Usage,
+)
 from metaopt.traces.exporter import DuckDBSpanExporter
 from metaopt.traces.instrument import TracedModel, agent_span, tool_span
 from metaopt.traces.otel import get_tracer, make_tracer_provider
@@ -35,7 +43,7 @@ from metaopt.traces.store import Store
 
 
 class _Nop(SpanExporter):
-    def export(self, spans):  # noqa: ANN001 - SDK signature
+    def export(self, spans):
         return SpanExportResult.SUCCESS
 
 
@@ -44,7 +52,7 @@ class _Canned:
 
     name, provider = "fake/canned", "fake"
 
-    def generate(self, messages, tools, settings):  # noqa: ANN001 - Model protocol
+    def generate(self, messages, tools, settings):
         msg = Message(role="assistant", parts=[ReasoningPart(content="think " * 80), TextPart(content="ok " * 80),
                                                ToolCallPart(id=f"c{len(messages)}", name="bash", arguments={"command": "ls -la"})])
         return ModelResponse(message=msg, usage=Usage(input_tokens=500, output_tokens=200), cost_usd=0.001,

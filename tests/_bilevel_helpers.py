@@ -6,12 +6,16 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import yaml
 
 from metaopt.meta_agent.proposers.llm_tools import harness_yaml
 from metaopt.task_agent.harness import Harness
 from metaopt.task_agent.harness_io import load_harness, resolve_harness
+
+if TYPE_CHECKING:
+    from metaopt.meta_agent.bilevel.snapshot import Snapshot
 
 MINIMAL = load_harness(resolve_harness("minimal"))
 
@@ -90,7 +94,7 @@ def stair_tasks(root: Path, steps: tuple[int, ...] = (12,) * 6 + (24,) * 3 + (1,
     return tasks
 
 
-def recorded() -> "Snapshot":
+def recorded() -> Snapshot:
     """A recorded ledger as the protocol sees it: a baseline, two rejected prompt-only revisions, an
     accepted limits raise, a revision the guard refused."""
     from metaopt.meta_agent.bilevel.snapshot import Snapshot

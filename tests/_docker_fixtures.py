@@ -15,9 +15,10 @@ import docker
 import docker.errors
 import pytest
 
-from metaopt.sandbox.base import SandboxSpec
-from metaopt.sandbox.docker import DockerBackend, DockerSandbox
 from metaopt.core.errors import SandboxUnavailable
+from metaopt.sandbox.base import SandboxSpec
+from metaopt.sandbox.docker import DockerBackend
+from metaopt.sandbox.docker_sandbox import DockerSandbox
 
 DEFAULT_TEST_IMAGE = "metaopt-base:latest"
 
@@ -84,7 +85,7 @@ def docker_image() -> str:
     Depending on it (directly or through another fixture) marks a test `docker` (conftest.py)."""
     try:
         docker.from_env().images.get(DEFAULT_TEST_IMAGE)
-    except Exception:
+    except Exception:  # noqa: BLE001 - whatever stops the image lookup, the test skips
         pytest.skip(f"needs a running Docker daemon and {DEFAULT_TEST_IMAGE} (scripts/setup.sh)")
     return DEFAULT_TEST_IMAGE
 
@@ -94,5 +95,5 @@ def metaopt(*args: str, timeout: float = 900, env: dict[str, str] | None = None)
     import subprocess
     import sys
 
-    return subprocess.run([sys.executable, "-m", "metaopt.meta_agent.cli", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "metaopt.meta_agent.cli", *args], capture_output=True, check=False, text=True,
                           timeout=timeout, env=env)

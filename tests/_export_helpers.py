@@ -12,10 +12,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 import wire_servers as ws
 from _docker_fixtures import metaopt
 from _step_tasks import make_tasks
+
 from metaopt.task_agent.harness import Harness
 from metaopt.task_agent.loop import TaskAgent
 from metaopt.task_agent.models.fake import ScriptModel

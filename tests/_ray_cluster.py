@@ -26,6 +26,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Self
 
 ROOT = Path(__file__).resolve().parents[1]
 # A loopback address Ray does not rewrite (it replaces 127.0.0.1 by the host's interface address).
@@ -116,7 +117,7 @@ class RayCluster:
         while time.monotonic() < deadline:
             if node.proc.poll() is not None:
                 raise RuntimeError(f"ray node {node.name} exited: {node.log.read_text()[-2000:]}")
-            r = subprocess.run([sys.executable, "-c", probe, self.address], capture_output=True, text=True,
+            r = subprocess.run([sys.executable, "-c", probe, self.address], capture_output=True, check=False, text=True,
                                env=self.env, timeout=self.timeout_s)
             if r.returncode == 0 and r.stdout.strip().splitlines()[-1:] == [str(n_nodes)]:
                 return
@@ -184,7 +185,7 @@ class RayCluster:
             time.sleep(0.5)
         shutil.rmtree(self.tmp, ignore_errors=True)
 
-    def __enter__(self) -> "RayCluster":
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:

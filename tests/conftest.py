@@ -20,11 +20,13 @@ from pathlib import Path
 
 import pytest
 
+# Shared fixtures live in helper modules; registering them here, rather than importing them into
+# each test module, gives one definition per fixture (session-scoped ones really are per session).
+pytest_plugins = ["_docker_fixtures", "_export_helpers"]
+
 os.environ["METAOPT_ALLOW_MODEL_REQUESTS"] = "0"
 for _key in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY"):
     os.environ.pop(_key, None)
-
-pytest_plugins = ["_docker_fixtures"]
 
 # marker -> the fixtures that give a test that resource (directly or through another fixture)
 RESOURCES: dict[str, set[str]] = {

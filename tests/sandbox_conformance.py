@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from metaopt.sandbox.base import ExecResult, Sandbox, Shell
 from metaopt.core.errors import SandboxError
+from metaopt.sandbox.base import ExecResult, Sandbox, Shell
 
 # Lists command lines of running processes without procps (which an image may lack).
 PROCS = 'for p in /proc/[0-9]*; do tr "\\0" " " < $p/cmdline 2>/dev/null; echo; done'

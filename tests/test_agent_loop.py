@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 import yaml
+from wire_servers import WireServer, openai_completion, openai_tool_call
 
 from metaopt.task_agent.harness_io import harness_from_data, load_harness, resolve_harness
 from metaopt.task_agent.loop import DROPPED, TaskAgent
 from metaopt.task_agent.models import allow_model_requests, get_model
 from metaopt.traces.store import Store
 from metaopt.traces.tracing import Tracing
-from wire_servers import WireServer, openai_completion, openai_tool_call
 
 pytestmark = pytest.mark.usefixtures("docker_image")
 
@@ -111,7 +111,7 @@ def test_malformed_arguments_from_a_real_client_reach_the_model_and_the_trace(tm
             ep = TaskAgent(h, model, sb, wrap_call=wrap).run("x", time.monotonic() + 60)
             span.finish(ep.usage, ep.outcome, ep.error)
         second = server.bodies("/v1/chat/completions")[1]
-    tool_msg = [m for m in second["messages"] if m["role"] == "tool"][0]
+    tool_msg = next(m for m in second["messages"] if m["role"] == "tool")
     assert "not a JSON object" in tool_msg["content"]
     rows = store.rows("SELECT span_id, operation_name, status_code FROM spans ORDER BY start_ns")
     assert [r["operation_name"] for r in rows] == ["invoke_agent", "chat", "execute_tool", "chat"]

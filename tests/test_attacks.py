@@ -19,9 +19,9 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from _attacks import FAMILIES, PAID, write_dataset, write_spreadsheet_attacks
 from _docker_fixtures import metaopt
+
 from metaopt.evaluation import TrialResult
 from metaopt.meta_agent.proposers.llm_tools import harness_yaml
 from metaopt.task_agent.harness_io import load_harness, resolve_harness

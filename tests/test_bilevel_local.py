@@ -173,18 +173,18 @@ def test_the_explorer_and_the_terminal_show_source_ladder_calls_and_judgement(sc
     assert m["judgement"]["outcome"] == "keep" and m["calls"]["guidance ok"] >= 1
     assert any(c["effect"] and "found in its transcript" in c["effect"] for c in view["calls"])
     r = subprocess.run([sys.executable, "-m", "metaopt.meta_agent.cli", "traces", "mechanisms", scenario["exp"].id, "--db",
-                        str(scenario["db"]), "--json"], capture_output=True, text=True, timeout=120)
+                        str(scenario["db"]), "--json"], capture_output=True, check=False, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["mechanisms"][0]["source"] == view["mechanisms"][0]["source"]
     bad = subprocess.run([sys.executable, "-m", "metaopt.meta_agent.cli", "traces", "mechanisms", "exp-nope", "--db",
-                          str(scenario["db"])], capture_output=True, text=True, timeout=120)
+                          str(scenario["db"])], capture_output=True, check=False, text=True, timeout=120)
     assert bad.returncode == 2 and "no experiment 'exp-nope'" in bad.stderr
 
 
 def test_heuristic_meta_model_uses_level_15_and_the_builtins_only(tmp_path, backend):
     tasks = stair_tasks(tmp_path / "tasks")
     with Store(tmp_path / "s.duckdb") as store:
-        exp, out = run(config("heuristic", builtins=["tabu", "bandit", "explore"], level15_every=1), tasks, store,
+        _exp, out = run(config("heuristic", builtins=["tabu", "bandit", "explore"], level15_every=1), tasks, store,
                        backend, on_event=(said := []).append)
         calls = store.select(HookCall, "true")
         params = store.select(SearchParams, "true")

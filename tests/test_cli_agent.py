@@ -5,7 +5,6 @@ import subprocess
 import sys
 
 import pytest
-
 from _docker_fixtures import metaopt
 
 
@@ -64,6 +63,6 @@ def test_traces_commands_read_a_run_back(docker_image, tmp_path):
 def test_hello_world_example_runs(docker_image):
     root = __import__("pathlib").Path(__file__).parents[1]
     r = subprocess.run([sys.executable, str(root / "examples" / "hello_world.py"), "hello-greetings"],
-                       capture_output=True, text=True, timeout=300, cwd=root)
+                       capture_output=True, check=False, text=True, timeout=300, cwd=root)
     assert r.returncode == 0, r.stderr
     assert "hello-greetings: passed (score 1.0)" in r.stdout and "bash(" in r.stdout

@@ -15,7 +15,7 @@ from metaopt.meta_agent.sequential import SequentialRule
 
 def run(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "metaopt.meta_agent.cli", "run", "--benchmark", "terminalbench-sample",
-                           "--model", "fake/solution", *args], capture_output=True, text=True, timeout=120)
+                           "--model", "fake/solution", *args], capture_output=True, check=False, text=True, timeout=120)
 
 
 @pytest.mark.parametrize("args, words", [

@@ -9,7 +9,13 @@ from statistics import NormalDist
 
 import pytest
 
-from metaopt.meta_agent.error_control import AlphaSpending, conditional_estimate, seed_for, stratified_p_value, z_critical
+from metaopt.meta_agent.error_control import (
+    AlphaSpending,
+    conditional_estimate,
+    seed_for,
+    stratified_p_value,
+    z_critical,
+)
 
 
 def test_alpha_levels_are_geometric_and_never_sum_past_alpha():
@@ -90,9 +96,9 @@ def test_the_test_is_valid_under_the_null(scores):
         for i in range(8):
             p = (0.5, 0.5, 0.8, 0.0, 1.0, 0.3, 0.5, 0.9)[i]
             if scores == "binary":
-                draw = lambda: None if rng.random() < 0.05 else float(rng.random() < p)
+                draw = lambda p=p: None if rng.random() < 0.05 else float(rng.random() < p)
             else:
-                draw = lambda: round(min(1.0, max(0.0, rng.gauss(p, 0.2))), 2)
+                draw = lambda p=p: round(min(1.0, max(0.0, rng.gauss(p, 0.2))), 2)
             child[f"t{i}"], parent[f"t{i}"] = [draw() for _ in range(3)], [draw() for _ in range(6)]
         pv, _ = stratified_p_value(child, parent, seed=rng.getrandbits(32), draws=400)
         for lv in levels:

@@ -5,6 +5,7 @@ exit 2 (through the CLI, before any container)."""
 from __future__ import annotations
 
 import ast
+import builtins
 import inspect
 import os
 import subprocess
@@ -39,8 +40,7 @@ def _imports_metaopt(tree: ast.Module) -> bool:
 
 def _exception_classes_outside_errors() -> set[str]:
     ours = {n for n, c in vars(errors).items() if inspect.isclass(c) and issubclass(c, BaseException)}
-    builtin = {n for n in dir(__builtins__ if isinstance(__builtins__, dict) else __builtins__)
-               if n.endswith(("Error", "Exception"))} | {"Exception", "BaseException"}
+    builtin = {n for n in dir(builtins) if n.endswith(("Error", "Exception"))} | {"Exception", "BaseException"}
     found = set()
     for path in PACKAGE.rglob("*.py"):
         rel = path.relative_to(PACKAGE).as_posix()
@@ -122,8 +122,8 @@ CASES = [
     (["export", "baseline", "--format", "docx", "--out", "x"],
      "--format: unknown format 'docx' (known: harness, python, inspect, openai-agents, claude-agent-sdk)"),
     (RUN + ["--strategy", "annealing"], "--strategy: unknown strategy 'annealing' (known: greedy, pareto, bilevel)"),
-    (RUN + ["--meta-model", "bogus/x"], "--meta-model: unknown model provider in 'bogus/x'; known providers: "
-                                        "anthropic, fake, local, openai, openai-compatible (names are provider/model)"),
+    (RUN + ["--meta-model", "bogus/x"], ("--meta-model: unknown model provider in 'bogus/x'; known providers: "
+                                         "anthropic, fake, local, openai, openai-compatible (names are provider/model)")),
     (RUN + ["--strategy", "bilevel", "--bilevel-set", "builtins=[tabu, genius]"],
      "--bilevel-set: builtins: unknown mechanism 'genius' (known: tabu, bandit, explore)"),
     (RUN + ["--strategy", "bilevel", "--bilevel-set", "base=bilevel"],
@@ -135,7 +135,7 @@ CASES = [
 def test_an_unknown_name_is_one_line_listing_the_known_ones_exit_2(args, line, tmp_path):
     env = {**os.environ, "DOCKER_HOST": "unix:///nonexistent/docker.sock"}  # fails before any container
     r = subprocess.run([sys.executable, "-m", "metaopt", *args], cwd=tmp_path, env=env, capture_output=True,
-                       text=True, timeout=120)
+                       text=True, check=False, timeout=120)
     assert r.returncode == 2, r.stderr
     assert r.stderr.strip().splitlines() == [f"error: {line}"]
     assert not (tmp_path / "x").exists() and not (tmp_path / ".metaopt").exists()

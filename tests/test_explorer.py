@@ -17,7 +17,6 @@ from urllib.parse import urlencode
 
 import pytest
 import yaml
-
 from _attacks import FAMILIES, write_dataset
 from _docker_fixtures import metaopt
 from _step_tasks import make_tasks

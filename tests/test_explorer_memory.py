@@ -16,7 +16,6 @@ from _memory_helpers import scripted_experiment
 from metaopt.sandbox.local import LocalBackend
 
 
-
 @pytest.fixture(scope="module")
 def run(tmp_path_factory) -> dict:
     tmp = tmp_path_factory.mktemp("explorer-memory")

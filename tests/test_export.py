@@ -16,12 +16,23 @@ from typing import Any
 import anthropic
 import openai
 import pytest
-
 import wire_servers as ws
 from _docker_fixtures import metaopt
-from _export_helpers import (FEATURE_SCRIPT, SCRIPT, SandboxExecutor, anthropic_replies, candidate,  # noqa: F401
-                             export, export_folder, featureful, load_package, openai_replies, reference,
-                             script_calls, stored_harness, transcript)
+from _export_helpers import (
+    FEATURE_SCRIPT,
+    SCRIPT,
+    SandboxExecutor,
+    anthropic_replies,
+    export,
+    export_folder,
+    load_package,
+    openai_replies,
+    reference,
+    script_calls,
+    stored_harness,
+    transcript,
+)
+
 from metaopt.task_agent.harness_io import load_harness
 from metaopt.traces.store import Store
 
@@ -35,7 +46,7 @@ def test_harness_export_is_the_candidate_with_its_history(candidate, tmp_path):
     export(candidate, "harness", out)
     assert load_harness(out) == stored_harness(candidate)
     text = (out / "README.md").read_text()
-    db, cid = candidate
+    _db, cid = candidate
     assert cid in text and cid.split("/")[0] in text and "max_turns 8 -> 16" in text
     assert "| validation | 1 |" in text and "Lineage" in text and f"{cid.split('/')[0]}/c0" in text
 
@@ -79,7 +90,8 @@ def test_python_export_local_executor_and_command_line(candidate, tmp_path):
 
 
 def test_exports_never_hold_api_keys(candidate, tmp_path, monkeypatch):
-    from metaopt.meta_agent.export import FORMATS, export as export_lib
+    from metaopt.meta_agent.export import FORMATS
+    from metaopt.meta_agent.export import export as export_lib
 
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-secret-0001")
     monkeypatch.setenv("OPENAI_API_KEY", "sk-secret-0002")

@@ -11,13 +11,22 @@ import sys
 
 import openai
 import pytest
-
 import wire_servers as ws
 from _docker_fixtures import metaopt
-from _export_helpers import (FEATURE_SCRIPT, SCRIPT, candidate, export, export_folder, featureful,  # noqa: F401
-                             load_package, openai_replies, reference, script_calls, stored_harness)
-from metaopt.task_agent.harness_io import load_harness
+from _export_helpers import (
+    FEATURE_SCRIPT,
+    SCRIPT,
+    export,
+    export_folder,
+    load_package,
+    openai_replies,
+    reference,
+    script_calls,
+    stored_harness,
+)
 from wire_servers import ScriptedAnthropic
+
+from metaopt.task_agent.harness_io import load_harness
 
 pytestmark = pytest.mark.usefixtures("docker_image")
 

@@ -7,8 +7,8 @@ import os
 
 import numpy as np
 import pytest
-
 from _docker_fixtures import metaopt
+
 from metaopt.benchmarks.gptpretrain import bpe, corpus
 from metaopt.benchmarks.gptpretrain.build import config_from_env, prepare_data
 from metaopt.benchmarks.gptpretrain.verify import score
@@ -62,6 +62,7 @@ def test_parquet_and_text_data_dirs_give_disjoint_splits(tmp_path, monkeypatch):
 def prepare_mod(tmp_path, monkeypatch):
     """The in-sandbox prepare.py, imported on the host with a tiny data/ folder."""
     import importlib.util
+
     from metaopt.benchmarks.gptpretrain.build import FILES
 
     (tmp_path / "data").mkdir()

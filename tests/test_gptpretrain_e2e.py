@@ -9,12 +9,11 @@ import os
 from pathlib import Path
 
 import pytest
-
 from _docker_fixtures import metaopt
-from metaopt.evaluation import AgentResult, TrialResult
+
 from metaopt.benchmarks.gptpretrain.build import build_task, config_from_env
 from metaopt.benchmarks.gptpretrain.verify import load_baselines
-from metaopt.evaluation import ImageCache, run_trial
+from metaopt.evaluation import AgentResult, ImageCache, TrialResult, run_trial
 from metaopt.sandbox.docker import DockerBackend
 from metaopt.sandbox.images import ImageMap
 from metaopt.traces.store import Store

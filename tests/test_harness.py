@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from metaopt.task_agent.harness import Harness, HarnessError
+from metaopt.core.errors import HarnessError
+from metaopt.task_agent.harness import Harness
 from metaopt.task_agent.harness_io import harness_from_data, load_harness
 
 HARNESSES = Path(__file__).resolve().parent.parent / "metaopt" / "harnesses"

@@ -8,13 +8,7 @@ import tarfile
 import pytest
 
 from metaopt.core.errors import ImageNotFound
-from metaopt.sandbox.images import (
-    ImageMap,
-    context_digest,
-    context_files,
-    context_tar,
-    rewrite_from_lines,
-)
+from metaopt.sandbox.images import ImageMap, context_digest, context_files, context_tar, rewrite_from_lines
 
 LOCAL = {"metaopt-base:latest": "sha256:base", "local/tool:1": "sha256:tool"}
 

@@ -10,10 +10,11 @@ import pytest
 
 pytest.importorskip("inspect_ai")
 
-from metaopt.benchmarks.registry import BenchmarkError, load_benchmark  # noqa: E402
-from metaopt.benchmarks.task import Task, TaskLoadError  # noqa: E402
-from metaopt.traces.store import Store  # noqa: E402
-from _docker_fixtures import metaopt  # noqa: E402
+from _docker_fixtures import metaopt
+
+from metaopt.benchmarks.registry import BenchmarkError, load_benchmark
+from metaopt.benchmarks.task import Task, TaskLoadError
+from metaopt.traces.store import Store
 
 HERE = Path(__file__).parent / "inspect_tasks"
 TASK_FILE = HERE / "sample_task.py"

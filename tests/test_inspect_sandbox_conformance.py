@@ -6,10 +6,10 @@ import pytest
 
 pytest.importorskip("inspect_ai")
 
-from inspect_ai.util._sandbox.self_check import *  # noqa: E402,F403  (the checks, collected as tests)
-
-from metaopt.sandbox.base import SandboxSpec  # noqa: E402
 from _docker_fixtures import DEFAULT_TEST_IMAGE
+from inspect_ai.util._sandbox.self_check import *
+
+from metaopt.sandbox.base import SandboxSpec
 
 pytestmark = [pytest.mark.usefixtures("docker_image"), pytest.mark.anyio]
 
@@ -27,7 +27,7 @@ def anyio_backend():
 
 
 @pytest.fixture(scope="module")
-def container(docker_image, docker_backend, test_run_id):  # noqa: F811
+def container(docker_image, docker_backend, test_run_id):
     sb = docker_backend.start(SandboxSpec(image=DEFAULT_TEST_IMAGE, workdir="/app"), run_id=test_run_id)
     sb.exec("mkdir -p /app && useradd -m nonroot", user="root")
     yield sb

@@ -13,7 +13,14 @@ from metaopt.benchmarks.canary import canary_tasks, is_canary
 from metaopt.benchmarks.formats import TaskFormatError, needs_services
 from metaopt.benchmarks.harbor import load as load_harbor
 from metaopt.benchmarks.registry import load_benchmark
-from metaopt.benchmarks.scoring import Verdict, cross_check, parse_pytest_summary, score_pytest, score_reward, defined_tests
+from metaopt.benchmarks.scoring import (
+    Verdict,
+    cross_check,
+    defined_tests,
+    parse_pytest_summary,
+    score_pytest,
+    score_reward,
+)
 from metaopt.evaluation.result import TrialResult
 from metaopt.meta_agent.guard import Guard, _text
 from metaopt.meta_agent.guard_lint import verifier_writes

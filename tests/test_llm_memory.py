@@ -180,7 +180,7 @@ def test_after_a_loop_with_edits_only_write_revision_is_offered(tmp_path):
         p = LLMProposer(script(tmp_path, steps), profile="compact")
         rev = p.propose(MINIMAL, Evidence(store, ["f0"], EXP, parent_id=C0), set())
         assert rev is not None and rev.harness.routing.limits.max_turns == 16
-        first = [m for m in p.model.calls[1].messages if m.role == "tool"][0].parts[0]
+        first = next(m for m in p.model.calls[1].messages if m.role == "tool").parts[0]
         assert first.response.startswith("schema_version: 1") and "ignored unknown argument(s): harness" in first.response
         assert [t.name for t in p.model.calls[3].tools] == ["write_revision"]
         assert len(p.model.calls[2].tools) == len(p.model.calls[0].tools)
@@ -234,7 +234,7 @@ def test_write_revision_can_carry_its_edits_and_a_looping_empty_draft_is_pushed_
         p = LLMProposer(script(tmp_path, steps), profile="compact")
         rev = p.propose(MINIMAL, Evidence(store, ["f0"], EXP, parent_id=C0), set())
         assert rev is not None and rev.harness.routing.limits.max_turns == 12 and rev.harness.tools[0].timeout_s == 20
-        assert "no edits to submit" in [m for m in p.model.calls[1].messages if m.role == "tool"][0].parts[0].response
+        assert "no edits to submit" in next(m for m in p.model.calls[1].messages if m.role == "tool").parts[0].response
         assert "write_revision" not in {t.name for t in p.model.calls[2].tools}  # pushed to edit
         assert "set_field" in {t.name for t in p.model.calls[2].tools}
         assert "write_revision" in {t.name for t in p.model.calls[3].tools}  # an edit made: all tools again

@@ -14,8 +14,10 @@ from pathlib import Path
 
 import pytest
 import yaml
+from _docker_fixtures import metaopt
+from _step_tasks import make_tasks
 
-from metaopt.core.errors import UserError
+from metaopt.core.errors import MissingApiKey, UserError
 from metaopt.evaluation import TrialResult
 from metaopt.meta_agent.proposers import Evidence, get_proposer
 from metaopt.meta_agent.proposers.heuristic import HeuristicProposer
@@ -24,10 +26,7 @@ from metaopt.meta_agent.proposers.llm_tools import harness_yaml
 from metaopt.task_agent.harness_io import harness_from_data, load_harness, resolve_harness
 from metaopt.task_agent.messages import Message, ModelResponse, TextPart, ToolCallPart
 from metaopt.task_agent.models.toolcall_text import with_text_calls
-from metaopt.core.errors import MissingApiKey
 from metaopt.traces.store import Store
-from _step_tasks import make_tasks
-from _docker_fixtures import metaopt
 
 MINIMAL = load_harness(resolve_harness("minimal"))
 
@@ -205,7 +204,7 @@ def test_cli_refuses_meta_models_it_cannot_build(tmp_path):
                           ("fake/script:/no/such.yaml", "cannot read fake script")]:
         r = subprocess.run([sys.executable, "-m", "metaopt.meta_agent.cli", "run", "--benchmark", "terminalbench-sample",
                             "--model", "fake/solution", "--meta-model", value, "--db", str(tmp_path / "x.duckdb")],
-                           capture_output=True, text=True, timeout=60)
+                           capture_output=True, check=False, text=True, timeout=60)
         assert r.returncode == 2 and "--meta-model" in r.stderr and needle in r.stderr, (value, r.stderr)
         assert "Traceback" not in r.stderr and not (tmp_path / "x.duckdb").exists()
 

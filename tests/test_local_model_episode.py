@@ -44,7 +44,7 @@ def test_eval_with_the_local_model_runs_a_real_episode_and_stores_its_trace(tmp_
     r = subprocess.run(
         [sys.executable, "-m", "metaopt.meta_agent.cli", "eval", "--benchmark", "terminalbench-sample",
          "--tasks", "hello-greetings", "--harness", str(small_baseline(tmp_path / "h")), "--model", MODEL,
-         "--db", str(db), "--json"], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=850)
+         "--db", str(db), "--json"], capture_output=True, check=False, text=True, env=env, cwd=tmp_path, timeout=850)
     assert r.returncode == 0, r.stderr[-3000:]
     [task] = json.loads(r.stdout)["tasks"]
     assert task["status"] in ("passed", "failed", "timeout"), task  # scored: no infrastructure error

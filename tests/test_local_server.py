@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
+from metaopt.core.errors import ModelConfigError, UnknownProvider
 from metaopt.task_agent.messages import Message, ModelSettings
 from metaopt.task_agent.models import allow_model_requests, get_model
-from metaopt.core.errors import ModelConfigError, UnknownProvider
 from metaopt.task_agent.models.local_server import LocalServer, LocalSettings, running_servers
 from metaopt.task_agent.models.local_weights import resolve
 

@@ -7,6 +7,7 @@ import json
 import time
 
 import pytest
+from wire_servers import WireServer, openai_completion, openai_tool_call
 
 from metaopt.task_agent.harness_io import load_harness, resolve_harness
 from metaopt.task_agent.loop import TaskAgent
@@ -15,7 +16,6 @@ from metaopt.task_agent.models import allow_model_requests, get_model
 from metaopt.task_agent.models.toolcall_text import INVALID, TextToolCalls, recover, with_text_calls
 from metaopt.traces.store import Store
 from metaopt.traces.tracing import Tracing
-from wire_servers import WireServer, openai_completion, openai_tool_call
 
 BASH = ToolSpec(name="bash", description="run", parameters={"type": "object"})
 

@@ -69,7 +69,7 @@ def test_a_real_local_proposal_reaches_the_guard(tmp_path, backend):
     assert chats and all(s["provider"] == "llama.cpp" and s["input_tokens"] > 0 for s in chats)
     assert len(chats) <= 10  # the compact profile's turn cap
     assert len(cands) == 2, f"the model wrote no revision in {len(chats)} turns: {out['stop_reason']}"
-    first = [g for g in gates if g.candidate_id == cands[1].candidate_id][0]
+    first = next(g for g in gates if g.candidate_id == cands[1].candidate_id)
     # reached the guard: refused with a reason, or passed it (then the smoke run / screen decided)
     assert (first.stage == "guard" and first.reason.startswith("invalid: ")) or first.stage in ("smoke", "screen")
     assert cands[1].predictions is not None and cands[1].proposal_trace_id in sessions

@@ -5,9 +5,19 @@ from __future__ import annotations
 import json
 
 import pytest
+from pydantic import ValidationError
 
-from metaopt.task_agent.messages import (Message, ModelResponse, ModelSettings, ReasoningPart, TextPart,
-                                 ToolCallPart, ToolResultPart, ToolSpec, Usage)
+from metaopt.task_agent.messages import (
+    Message,
+    ModelResponse,
+    ModelSettings,
+    ReasoningPart,
+    TextPart,
+    ToolCallPart,
+    ToolResultPart,
+    ToolSpec,
+    Usage,
+)
 from metaopt.task_agent.models import Model, ModelConfigError, get_model
 from metaopt.task_agent.models.fake import EXHAUSTED, ScriptModel
 
@@ -126,11 +136,11 @@ def test_messages_dump_as_otel_genai_parts():
 
 
 def test_messages_are_frozen_and_strict():
-    with pytest.raises(Exception):
+    with pytest.raises(ValidationError):
         TextPart(content="x").content = "y"  # type: ignore[misc]
-    with pytest.raises(Exception):
+    with pytest.raises(ValidationError):
         Message(role="robot", parts=[])  # type: ignore[arg-type]
-    with pytest.raises(Exception):
+    with pytest.raises(ValidationError):
         ModelSettings(model="m", reasoning_effort="extreme")  # type: ignore[arg-type]
 
 

@@ -9,16 +9,42 @@ from __future__ import annotations
 import logging
 
 import pytest
+from wire_servers import (
+    ANTHROPIC_PATH,
+    OPENAI_PATH,
+    WireServer,
+    anthropic_error,
+    anthropic_message,
+    openai_completion,
+    openai_error,
+    openai_tool_call,
+    text,
+    thinking,
+    tool_use,
+)
 
-from metaopt.task_agent.messages import (Message, ModelSettings, ReasoningPart, TextPart, ToolCallPart,
-                                 ToolResultPart, ToolSpec, Usage)
-from metaopt.task_agent.models import (MissingApiKey, ModelConfigError, ModelError, ModelRequestsBlocked,
-                               UnknownProvider, allow_model_requests, base, get_model)
+from metaopt.task_agent.messages import (
+    Message,
+    ModelSettings,
+    ReasoningPart,
+    TextPart,
+    ToolCallPart,
+    ToolResultPart,
+    ToolSpec,
+    Usage,
+)
+from metaopt.task_agent.models import (
+    MissingApiKey,
+    ModelConfigError,
+    ModelError,
+    ModelRequestsBlocked,
+    UnknownProvider,
+    allow_model_requests,
+    base,
+    get_model,
+)
 from metaopt.task_agent.models.pricing import cost_usd, price_for
 from metaopt.task_agent.models.retry import Failure, RetryPolicy, parse_retry_after
-from wire_servers import (ANTHROPIC_PATH, OPENAI_PATH, WireServer, anthropic_error,
-                                anthropic_message, openai_completion, openai_error,
-                                openai_tool_call, redacted_thinking, text, thinking, tool_use)
 
 ANT_KEY = "test-key-not-real-anthropic"
 OAI_KEY = "test-key-not-real-openai"

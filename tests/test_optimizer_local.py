@@ -20,8 +20,8 @@ def backend(local_backend):
 
 
 def config(**kw) -> RunConfig:
-    base = dict(benchmark="local-steps", model="fake/solution", meta_model="heuristic", trials=1,
-                split=(0.34, 0.33, 0.33), max_iterations=2, concurrency=2)
+    base = {"benchmark": "local-steps", "model": "fake/solution", "meta_model": "heuristic", "trials": 1,
+            "split": (0.34, 0.33, 0.33), "max_iterations": 2, "concurrency": 2}
     return RunConfig(**{**base, **kw})
 
 

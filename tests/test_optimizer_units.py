@@ -17,7 +17,7 @@ def test_split_is_seeded_and_order_free():
     assert a == split_tasks(list(reversed(ids)), 7, (0.5, 0.25, 0.25))
     assert a != split_tasks(ids, 8, (0.5, 0.25, 0.25))
     assert [len(a[k]) for k in ("train", "validation", "test")] == [10, 5, 5]
-    assert sorted(sum(a.values(), [])) == sorted(ids)
+    assert sorted(x for ids_ in a.values() for x in ids_) == sorted(ids)
 
 
 def test_bad_splits():

@@ -11,10 +11,12 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (ExportTraceServiceRequest,
-                                                                      ExportTraceServiceResponse)
-
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTraceServiceRequest,
+    ExportTraceServiceResponse,
+)
 from test_traces import run_episode
+
 from metaopt.traces.exporter import DuckDBSpanExporter
 from metaopt.traces.otel import get_tracer, make_tracer_provider
 from metaopt.traces.store import Store
@@ -45,7 +47,7 @@ def _value(v):
 
 
 class _Handler(BaseHTTPRequestHandler):
-    def do_POST(self) -> None:  # noqa: N802 - http.server API
+    def do_POST(self) -> None:
         body = self.rfile.read(int(self.headers["Content-Length"]))
         if self.headers.get("Content-Encoding") == "gzip":
             body = gzip.decompress(body)
@@ -84,7 +86,7 @@ def test_spans_reach_the_otlp_collector(collector, tmp_path, monkeypatch, variab
     monkeypatch.setenv(variable, base if variable == "OTEL_EXPORTER_OTLP_ENDPOINT" else f"{base}/v1/traces")
     with Store(tmp_path / "o.duckdb") as store:
         provider = make_tracer_provider(exporters=[DuckDBSpanExporter(store)])
-        ep, _ = run_episode(get_tracer(provider), tmp_path)
+        _ep, _ = run_episode(get_tracer(provider), tmp_path)
         assert provider.force_flush(10_000)
         provider.shutdown()
         stored = store.rows("SELECT name FROM spans ORDER BY name")

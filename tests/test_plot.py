@@ -36,7 +36,7 @@ def chart(tmp_path_factory):
 
     def at(x: float, y: float) -> tuple[int, int, int]:
         px, py = ax.transData.transform((x, y))
-        return tuple(pixels[int(round(plot.H - py))][int(round(px))])
+        return tuple(pixels[round(plot.H - py)][round(px)])
 
     return path, pixels, at
 

@@ -16,11 +16,11 @@ from pathlib import Path
 
 import docker
 import pytest
-
-from metaopt.traces.store import Store
 from _ray_cluster import RayCluster
 from _step_tasks import make_tasks
+
 from metaopt.evaluation.ray_node import DISPATCH, cleanup_on_node
+from metaopt.traces.store import Store
 
 pytestmark = pytest.mark.usefixtures("docker_image")
 SAMPLES = Path(__file__).parents[1] / "metaopt" / "benchmarks" / "samples" / "terminalbench"
@@ -36,7 +36,7 @@ def ray_cluster(docker_image, ray_start, tmp_path_factory):
 
 def cli(ray_cluster: RayCluster, *args: str, timeout: float = 900) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "metaopt.meta_agent.cli", *args], capture_output=True, text=True,
-                          timeout=timeout, env=ray_cluster.env)
+                          check=False, timeout=timeout, env=ray_cluster.env)
 
 
 def start(ray_cluster: RayCluster, *args: str) -> subprocess.Popen:

@@ -12,9 +12,9 @@ import docker.errors
 import pytest
 from sandbox_conformance import SandboxConformance
 
+from metaopt.core.errors import ImageBuildError, ImageNotFound, SandboxError, SandboxUnavailable
 from metaopt.sandbox.base import SandboxSpec
 from metaopt.sandbox.docker import DockerBackend
-from metaopt.core.errors import ImageBuildError, ImageNotFound, SandboxError, SandboxUnavailable
 from metaopt.sandbox.images import ImageMap
 
 pytestmark = [pytest.mark.usefixtures("docker_image"), pytest.mark.timeout(120)]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import time
+from pathlib import Path
 
 import pytest
 from sandbox_conformance import SandboxConformance
@@ -59,7 +60,7 @@ def _host_pids(cmdline: bytes) -> list[str]:
     out = []
     for d in os.listdir("/proc"):
         try:
-            if d.isdigit() and open(f"/proc/{d}/cmdline", "rb").read() == cmdline:
+            if d.isdigit() and Path(f"/proc/{d}/cmdline").read_bytes() == cmdline:
                 out.append(d)
         except OSError:
             pass

@@ -10,15 +10,7 @@ import pytest
 
 from metaopt.meta_agent.error_control import AlphaSpending
 from metaopt.meta_agent.gate import NoiseFloor
-from metaopt.meta_agent.sequential import (
-    Look,
-    SequentialRule,
-    Verdict,
-    confirm_look,
-    rule_text,
-    select_look,
-    validate,
-)
+from metaopt.meta_agent.sequential import Look, SequentialRule, Verdict, confirm_look, rule_text, select_look, validate
 from metaopt.meta_agent.task_order import interleave, selection_plan
 
 TASKS = [f"t{i:02d}" for i in range(10)]

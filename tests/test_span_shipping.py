@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from test_traces import run_episode
 
 from metaopt.traces.exporter import DuckDBSpanExporter
 from metaopt.traces.instrument import agent_span, tool_span
@@ -13,7 +14,6 @@ from metaopt.traces.otel import OTLP_ENV, get_tracer, make_tracer_provider
 from metaopt.traces.shipping import CollectingExporter, collecting_tracing, ingest, span_from_dict
 from metaopt.traces.store import Store
 from metaopt.traces.tracing import Tracing
-from test_traces import run_episode
 
 
 @pytest.fixture(autouse=True)
@@ -39,9 +39,8 @@ def test_shipped_spans_become_the_same_rows_as_live_ones(tmp_path):
                     trial_id="r1/t/1", task_id="t", provider="fake") as ep:
         with tool_span(tracer, "bash", "c1", {"command": "sleep 99"}) as t:
             t.set_result("killed", is_error=True, extra={"timed_out": True, "exit_code": 124, "lines": [1, 2]})
-        with pytest.raises(ValueError):
-            with tool_span(tracer, "python", "boom", {}):  # an ERROR span with an exception event
-                raise ValueError("bad input")
+        with pytest.raises(ValueError), tool_span(tracer, "python", "boom", {}):  # an ERROR span with an exception event
+            raise ValueError("bad input")
         ep.finish({"input_tokens": 3, "output_tokens": 4}, "model_error", error="it broke", cost_usd=0.5)
     provider.force_flush()
     payload = json.loads(json.dumps(collector.take()))  # what crosses the machine boundary
@@ -62,7 +61,7 @@ def test_collecting_tracing_traces_an_episode_without_a_store(tmp_path):
     ep, _ = run_episode(tracing.tracer, tmp_path, trial_id="r2/t/0")
     spans = collector.take()
     assert {s["attributes"]["gen_ai.operation.name"] for s in spans} == {"invoke_agent", "chat", "execute_tool"}
-    assert [s for s in spans if s["parent"] is None][0]["context"]["span_id"] == ep.span_id
+    assert next(s for s in spans if s["parent"] is None)["context"]["span_id"] == ep.span_id
     store = Store(tmp_path / "s.duckdb")
     writer = Tracing.for_store(store)
     ingest(writer, spans)

@@ -7,8 +7,16 @@ import datetime as dt
 import openpyxl
 import pytest
 
-from metaopt.benchmarks.spreadsheet.compare import (AnswerPositionError, Area, ScorerError, compare, load_values,
-                                            parse_answer_position, same, transform)
+from metaopt.benchmarks.spreadsheet.compare import (
+    AnswerPositionError,
+    Area,
+    ScorerError,
+    compare,
+    load_values,
+    parse_answer_position,
+    same,
+    transform,
+)
 
 
 def book(sheets: dict[str, dict[str, object]]) -> openpyxl.Workbook:

@@ -9,7 +9,6 @@ from pathlib import Path
 import openpyxl
 import pytest
 import yaml
-
 from _docker_fixtures import metaopt
 
 pytestmark = pytest.mark.usefixtures("docker_image")

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import openpyxl
 import pytest
-
 from _docker_fixtures import metaopt
+
 from metaopt.benchmarks.registry import BenchmarkError, load_benchmark
 from metaopt.benchmarks.task import Task, TaskLoadError
 
@@ -141,7 +141,7 @@ def test_the_packaged_sample_is_what_make_samples_builds(tmp_path, monkeypatch):
 
 
 def test_known_bad_upstream_tasks_are_reported_not_run(tmp_path):
-    files = {tid: ["1_{}_input.xlsx".format(tid), "1_{}_answer.xlsx".format(tid)] for tid in ("118-50", "7-5")}
+    files = {tid: [f"1_{tid}_input.xlsx", f"1_{tid}_answer.xlsx"] for tid in ("118-50", "7-5")}
     root = dataset(tmp_path / "ds", [rec("118-50"), rec("7-5")], files)
     bad, good = load_benchmark("spreadsheetbench", root)
     assert isinstance(bad, TaskLoadError) and bad.id == "118-50" and "issue #34" in bad.error

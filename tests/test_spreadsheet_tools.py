@@ -24,7 +24,7 @@ def tools():
 def call(tools, name: str, tmp_path, **args) -> tuple[int, str]:
     script = tmp_path / f"{name}.py"
     script.write_text(tools[name].script)
-    r = subprocess.run([sys.executable, str(script)], input=json.dumps(args), capture_output=True, text=True, timeout=60)
+    r = subprocess.run([sys.executable, str(script)], input=json.dumps(args), capture_output=True, check=False, text=True, timeout=60)
     return r.returncode, r.stdout + r.stderr
 
 

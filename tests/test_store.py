@@ -3,8 +3,8 @@
 import duckdb
 import pytest
 
-from metaopt.traces.migrations import MIGRATIONS
 from metaopt.evaluation import TrialResult
+from metaopt.traces.migrations import MIGRATIONS
 from metaopt.traces.store import Store, StoreError
 
 

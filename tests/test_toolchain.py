@@ -7,12 +7,12 @@ from __future__ import annotations
 import time
 
 import pytest
+from _docker_fixtures import DEFAULT_TEST_IMAGE
 
 from metaopt.sandbox import forensics as fx
 from metaopt.sandbox.base import SandboxSpec
 from metaopt.sandbox.tamper import Scope, scan
 from metaopt.sandbox.toolchain import Toolchain
-from _docker_fixtures import DEFAULT_TEST_IMAGE
 
 pytestmark = pytest.mark.usefixtures("docker_image")
 
@@ -63,7 +63,7 @@ def test_reads_from_outside_are_bounded_and_never_raise_for_what_a_path_is(make_
                                                      "small": "file", "none": "missing"}
     assert kinds["big"].data is None and kinds["big"].sha256 is None and kinds["small"].data == b"hi\n"
     assert kinds["link"].link == "/etc/passwd"
-    changed = dict((p, k) for k, p in fx.changes(sb))
+    changed = {p: k for k, p in fx.changes(sb)}
     assert changed["/app/small"] == "A"
 
 

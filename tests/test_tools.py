@@ -91,7 +91,7 @@ def test_run_tool_without_running_anything() -> None:
 
 
 @pytest.fixture(scope="module")
-def sandbox(docker_backend: Any, test_image: str) -> Iterator[Any]:  # noqa: F811
+def sandbox(docker_backend: Any, test_image: str) -> Iterator[Any]:
     run_id = f"test-tools-{secrets.token_hex(4)}"
     try:
         with docker_backend.start(SandboxSpec(image=test_image, workdir="/app"), run_id=run_id) as sbx:

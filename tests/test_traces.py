@@ -186,10 +186,9 @@ def test_api_key_values_never_reach_the_store(tracing, tmp_path, monkeypatch):
     monkeypatch.setenv("ACME_API_KEY", key)
     run_episode(tracer, tmp_path, tool_output=f"env: ACME_API_KEY={key}", user=f"use key {key}")
     model = TracedModel(Exploding(f"401 invalid key {key}"), tracer)
-    with pytest.raises(RuntimeError):
-        with agent_span(tracer, agent_name="a", harness_version="h", conversation_id="c", run_id="r1",
-                        trial_id="r1/t/1", task_id="t", provider="fake"):
-            model.generate([Message.user(f"again {key}")], [], ModelSettings(model="fake/exploding"))
+    with pytest.raises(RuntimeError), agent_span(tracer, agent_name="a", harness_version="h", conversation_id="c",
+                                                 run_id="r1", trial_id="r1/t/1", task_id="t", provider="fake"):
+        model.generate([Message.user(f"again {key}")], [], ModelSettings(model="fake/exploding"))
     with tracer.start_as_current_span("foreign", attributes={"note": f"leaked {key}"}):
         pass  # not our instrumentation: the exporter's backstop scrubs it
     dump = json.dumps(store.rows("SELECT * FROM spans"), default=str) + json.dumps(store.rows("SELECT * FROM messages"), default=str)
@@ -207,17 +206,15 @@ def test_tool_errors_and_worker_threads(tracing, tmp_path):
     def work(ep, i):  # a worker thread: the parent is handed over explicitly
         with tool_span(tracer, "bash", f"c{i}", {"command": "sleep 99"}, context=ep.context) as t:
             t.set_result("killed", is_error=True, extra={"timed_out": True, "exit_code": 124})
-        with ep.activate():
-            with tool_span(tracer, "read", f"r{i}", {"path": "/x"}):
-                pass
+        with ep.activate(), tool_span(tracer, "read", f"r{i}", {"path": "/x"}):
+            pass
 
     with agent_span(tracer, agent_name="a", harness_version=None, conversation_id="c", run_id=None,
                     trial_id="t/9", task_id=None, provider="fake") as ep:
         with ThreadPoolExecutor(2) as pool:
             list(pool.map(lambda i: work(ep, i), range(4)))
-        with pytest.raises(ValueError):
-            with tool_span(tracer, "python", "boom", {}):
-                raise ValueError("bad input")
+        with pytest.raises(ValueError), tool_span(tracer, "python", "boom", {}):
+            raise ValueError("bad input")
     rows = store.rows("SELECT * FROM spans WHERE operation_name = 'execute_tool'")
     assert len(rows) == 9 and all(r["parent_span_id"] == ep.span_id and r["trial_id"] == "t/9" for r in rows)
     bash = [r for r in rows if r["tool_name"] == "bash"]

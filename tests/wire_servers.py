@@ -14,7 +14,7 @@ import time
 from collections import defaultdict, deque
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Self
 
 ANTHROPIC_PATH = "/v1/messages"
 OPENAI_PATH = "/v1/chat/completions"
@@ -67,7 +67,7 @@ class WireServer:
     def bodies(self, path: str) -> list[Any]:
         return [r.body for r in self.requests if r.path == path]
 
-    def __enter__(self) -> WireServer:
+    def __enter__(self) -> Self:
         self._thread.start()
         return self
 
@@ -202,7 +202,8 @@ own side requests) gets a short text answer."""
 
     @property
     def url(self):
-        return "http://%s:%d" % self.httpd.server_address[:2]
+        host, port = self.httpd.server_address[:2]
+        return f"http://{host}:{port}"
 
     def __enter__(self):
         self.thread.start(); return self
@@ -237,7 +238,7 @@ own side requests) gets a short text answer."""
                 if not self.path.startswith("/v1/messages") or "count_tokens" in self.path:
                     return self._json(200, {"input_tokens": 10})
                 blocks, stop = server._blocks(body)
-                msg = {"id": "msg_%d" % len(server.requests), "type": "message", "role": "assistant", "model": body.get("model", "m"),
+                msg = {"id": f"msg_{len(server.requests)}", "type": "message", "role": "assistant", "model": body.get("model", "m"),
                        "content": [], "stop_reason": None, "stop_sequence": None, "usage": {"input_tokens": 10, "output_tokens": 1}}
                 if not body.get("stream"):
                     return self._json(200, {**msg, "content": blocks, "stop_reason": stop})
@@ -251,7 +252,7 @@ own side requests) gets a short text answer."""
                                ("content_block_stop", {"type": "content_block_stop", "index": i})]
                 events += [("message_delta", {"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": None},
                                               "usage": {"output_tokens": 5}}), ("message_stop", {"type": "message_stop"})]
-                data = "".join("event: %s\ndata: %s\n\n" % (e, json.dumps(d)) for e, d in events).encode()
+                data = "".join(f"event: {e}\ndata: {json.dumps(d)}\n\n" for e, d in events).encode()
                 self.send_response(200); self.send_header("content-type", "text/event-stream")
                 self.send_header("content-length", str(len(data))); self.end_headers(); self.wfile.write(data)
             def _json(self, status, obj):

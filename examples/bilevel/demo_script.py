@@ -31,11 +31,11 @@ import yaml
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent.parent))
 
-from metaopt.meta_agent.bilevel import judge  # noqa: E402
-from metaopt.meta_agent.mechanisms import source_hash  # noqa: E402
-from metaopt.meta_agent.proposers.llm_tools import harness_yaml  # noqa: E402
-from metaopt.task_agent.harness import Harness  # noqa: E402
-from metaopt.task_agent.harness_io import load_harness, resolve_harness  # noqa: E402
+from metaopt.meta_agent.bilevel import judge
+from metaopt.meta_agent.mechanisms import source_hash
+from metaopt.meta_agent.proposers.llm_tools import harness_yaml
+from metaopt.task_agent.harness import Harness
+from metaopt.task_agent.harness_io import load_harness, resolve_harness
 
 
 def revise(base: Harness, rationale: str, *, note: int | None = None, turns: int | None = None,

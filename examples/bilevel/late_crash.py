@@ -11,7 +11,7 @@ class Mechanism:
         self.per_iteration[candidate["iteration"]] += 1
 
     def guidance(self, ctx):
-        return "LATE-CRASH: results per iteration so far: %s." % self.per_iteration
+        return f"LATE-CRASH: results per iteration so far: {self.per_iteration}."
 
     def state_dict(self):
         return {"per_iteration": list(self.per_iteration)}

@@ -10,16 +10,15 @@ class Mechanism:
     def on_result(self, candidate, decision, ctx):
         if candidate["status"] in ("rejected", "invalid") and candidate["areas"] == ["prompts"]:
             self.rejected += 1
-        return None
 
     def guidance(self, ctx):
         if self.rejected < 2:
             return None
-        return "PROMPT-TABU: %d prompt-only revisions failed; change something else than the prompts." % self.rejected
+        return f"PROMPT-TABU: {self.rejected} prompt-only revisions failed; change something else than the prompts."
 
     def filter(self, revision, ctx):
         if self.rejected >= 2 and revision["areas"] == ["prompts"]:
-            return "prompt-only revisions keep failing (%d so far)" % self.rejected
+            return f"prompt-only revisions keep failing ({self.rejected} so far)"
         return True
 
     def state_dict(self):

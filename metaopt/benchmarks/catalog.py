@@ -3,8 +3,8 @@ only when called: inspect-ai and torch are slow to import and optional."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from metaopt.benchmarks.registry import Benchmark, Loaded
 from metaopt.core.errors import BenchmarkError
@@ -19,6 +19,8 @@ def _dataset_dir(name: str, packaged: Path | None, dataset: Path | None) -> Path
         raise BenchmarkError(f"benchmark '{name}' ships its own tasks; drop --dataset (or use --benchmark "
                              f"{name.removesuffix('-sample')})")
     path = dataset if dataset is not None else packaged
+    if path is None:  # ruled out above; says so to the type checker
+        raise BenchmarkError(f"benchmark '{name}' needs --dataset PATH (a local checkout of its tasks)")
     if not path.exists():
         raise BenchmarkError(f"--dataset: {path} does not exist")
     return path

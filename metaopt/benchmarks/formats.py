@@ -74,8 +74,8 @@ _SERVICE_WORDS = re.compile(
     r"ncat|telnet|ssh\w*|s?ftp|smtp\w*|imap|dig|nslookup|servers?|services?|daemons?|systemctl|supervisor\w*|"
     r"pgrep|pkill|pidof|ps|psutil|process(?:es)?|listen\w*|nginx|apache\d?|httpd|uvicorn|gunicorn|flask|fastapi|"
     r"django|docker|kafka|rabbitmq|amqp|zmq|websockets?|tcp|udp|sock|ss|netstat|lsof|proc|background|database|"
-    r"cron\w*|watch\w*|inotify\w*|queue|worker|broker|endpoint|api|url)\b", re.I)
-_INSTALL_LINE = re.compile(r"astral\.sh|\bapt(?:-get)?\s+(?:-\S+\s+)*(?:update|install)|\bpip3?\s+install|\buvx?\s+(?:pip|add|venv|init|sync)", re.I)
+    r"cron\w*|watch\w*|inotify\w*|queue|worker|broker|endpoint|api|url)\b", re.IGNORECASE)
+_INSTALL_LINE = re.compile(r"astral\.sh|\bapt(?:-get)?\s+(?:-\S+\s+)*(?:update|install)|\bpip3?\s+install|\buvx?\s+(?:pip|add|venv|init|sync)", re.IGNORECASE)
 
 
 def needs_services(instruction: str, test_files: list[Path]) -> bool:

@@ -92,7 +92,8 @@ def load(task_dir: Path, benchmark: str) -> Task:
     if solve.is_file():
         solution = Solution(files=[(task_dir / "solution", "/solution")], command="bash /solution/solve.sh")
 
-    meta = {k: v for k, v in cfg.metadata.items() if isinstance(v, (str, int, float, bool))}
+    meta: dict[str, str | float | int | bool | None] = {
+        k: v for k, v in cfg.metadata.items() if isinstance(v, (str, int, float, bool))}
     tags = cfg.metadata.get("tags", [])
     return Task(
         id=task_dir.name,

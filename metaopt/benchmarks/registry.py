@@ -8,9 +8,9 @@ known ones.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 from metaopt.benchmarks.task import Task, TaskLoadError
 from metaopt.core.errors import BenchmarkError, UnknownBenchmark

@@ -12,8 +12,9 @@ entry-point group. A scorer never raises for the agent's failures: they are verd
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Protocol
+from typing import Any, Protocol
 
 from metaopt.benchmarks.scoring import Verdict, score_pytest, score_reward
 from metaopt.benchmarks.task import Task

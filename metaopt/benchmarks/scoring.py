@@ -138,7 +138,7 @@ def score_reward(reward_json: bytes | None, reward_txt: bytes | None, output: st
 
 def _finite(v: object) -> float:
     if isinstance(v, bool) or not isinstance(v, (int, float, str)):
-        raise ValueError(f"reward {str(v)[:50]!r} is not a number")
+        raise ValueError(f"reward {str(v)[:50]!r} is not a number")  # noqa: TRY004 - malformed input data: callers catch ValueError
     x = float(v)
     if not math.isfinite(x):
         raise ValueError(f"reward {str(v)[:50]!r} is not finite")

@@ -13,8 +13,9 @@ UnknownName listing the known ones.
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable, Iterator
 from importlib.metadata import entry_points
-from typing import Any, Callable, Iterator
+from typing import Any
 
 from metaopt.core.errors import UnknownName
 

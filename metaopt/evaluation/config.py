@@ -32,13 +32,13 @@ class EvalConfig(BaseModel):
     """Harness folder or shipped name (baseline, minimal, spreadsheet); default baseline."""
     base_url: str | None = None
     """Server for openai-compatible/ models (else OPENAI_BASE_URL)."""
-    trials: int = Field(1, ge=1)
+    trials: int = Field(default=1, ge=1)
     """Attempts per task."""
-    concurrency: int = Field(2, ge=1)
+    concurrency: int = Field(default=2, ge=1)
     """Trials running at once."""
-    timeout_multiplier: float = Field(1.0, gt=0)
+    timeout_multiplier: float = Field(default=1.0, gt=0)
     """Scales agent and verifier timeouts (scores are comparable only at 1.0)."""
-    gpus: int | None = Field(None, ge=0)
+    gpus: int | None = Field(default=None, ge=0)
     """GPUs per task container; None: what each task asks."""
     executor: str = "local"
     """Where trials run: local (a thread pool here) or ray (Ray tasks on a cluster's nodes)."""
@@ -64,12 +64,13 @@ class EvalConfig(BaseModel):
 
         if self.model is None:
             return AGENTS.load(self.agent or "oracle")()
+        model = self.model
         harness = _about("--harness", lambda: load_harness(resolve_harness(self.harness or "baseline")))
         from metaopt.task_agent.models.fake import needs_task
 
         # fake/solution and fake/flaky:P are built per trial from the task; everything else is checked now
-        _about("--model", lambda: needs_task(self.model) or get_model(self.model, base_url=self.base_url))
-        return HarnessAgent(harness, self.model, base_url=self.base_url)
+        _about("--model", lambda: needs_task(model) or get_model(model, base_url=self.base_url))
+        return HarnessAgent(harness, model, base_url=self.base_url)
 
 
 def _about(option: str, fn):

@@ -42,7 +42,7 @@ def _gpus() -> list[str]:
         return []
     try:
         out = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
-                             text=True, timeout=10).stdout
+                             text=True, timeout=10, check=True).stdout  # a failing nvidia-smi prints its error to stdout
     except (OSError, subprocess.SubprocessError):
         return []
     return [line.strip() for line in out.splitlines() if line.strip()]

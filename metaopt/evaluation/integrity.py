@@ -25,9 +25,10 @@ import posixpath
 import re
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from metaopt.benchmarks.scoring import RECHECK, Verdict, cross_check, defined_tests
 from metaopt.benchmarks.task import Task
@@ -90,7 +91,7 @@ class TrialIntegrity:
             if state.get("Running"):
                 return True
             self.sb.api.start(self.sb.id)
-        except Exception:  # removed, or the daemon refuses: the caller records a sandbox error
+        except Exception:  # noqa: BLE001 - removed, or the daemon refuses: the caller records a sandbox error
             return False
         self.report["checks"].append("the container had stopped (its main process ended): restarted for the verifier")
         self.start()
@@ -253,7 +254,7 @@ def build_scope(task: Task, sb: Any) -> Scope:
     v = task.verifier
     try:
         env_list = sb.api.inspect_container(sb.id)["Config"].get("Env") or []
-    except Exception as e:  # docker.errors.APIError
+    except Exception as e:  # noqa: BLE001 - docker.errors.APIError or a lost connection: one SandboxError
         raise SandboxError(f"cannot inspect the sandbox: {e}") from None
     env = dict(x.split("=", 1) for x in env_list if "=" in x)
     env.update(v.env)

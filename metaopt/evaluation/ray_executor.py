@@ -38,9 +38,10 @@ from typing import Any
 
 from metaopt.benchmarks.task import Task, TaskLoadError
 from metaopt.core.errors import ExecutorError, MissingExtra, SandboxUnavailable
+from metaopt.evaluation.ray_node import DISPATCH
+from metaopt.evaluation.ray_resources import describe, fits, resources_of
 from metaopt.evaluation.result import TrialResult
 from metaopt.evaluation.runner import TrialJob
-from metaopt.evaluation.ray_node import DISPATCH
 from metaopt.evaluation.task_files import pack
 from metaopt.evaluation.trial import run_trial
 from metaopt.traces.store import now
@@ -69,25 +70,11 @@ def _ray():
     return ray
 
 
-def resources_of(task: Task) -> dict[str, float]:
-    """The Ray resource request of one trial of `task`: its cpus (1 when unset), memory, gpus."""
-    r = task.resources
-    out = {"CPU": float(r.cpus or 1)}
-    if r.memory_mb:
-        out["memory"] = float(r.memory_mb * 2**20)
-    if r.gpus:
-        out["GPU"] = float(r.gpus)
-    return out
-
-
-def _fits(node: dict[str, Any], request: dict[str, float]) -> bool:
-    return all(node["Resources"].get(k, 0) >= v for k, v in request.items())
-
-
 def _infra(exc: BaseException) -> bool:
     """True for failures of the machinery, not of the trial: a dead worker or node, a lost
     object, a node that cannot reach its Docker daemon or set up its runtime env."""
-    ex = _ray().exceptions
+    _ray()
+    import ray.exceptions as ex
     kinds = tuple(getattr(ex, n) for n in ("WorkerCrashedError", "NodeDiedError", "LocalRayletDiedError",
                                            "ObjectLostError", "OutOfMemoryError", "RuntimeEnvSetupError",
                                            "RaySystemError", "ActorDiedError") if hasattr(ex, n))
@@ -138,8 +125,8 @@ class RayExecutor:
             main = threading.current_thread() is threading.main_thread()
             before = signal.getsignal(signal.SIGTERM) if main else None
             try:
-                ray.init(address=self.address, namespace=NAMESPACE, logging_level="ERROR", log_to_driver=False,
-                         runtime_env=self.runtime_env)
+                ray.init(address=self.address, namespace=NAMESPACE, log_to_driver=False, runtime_env=self.runtime_env,
+                         logging_level="ERROR")  # pyright: ignore[reportArgumentType] - ray's stub says int; it takes level names
             except (ConnectionError, RuntimeError, ValueError) as e:
                 first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
                 raise ExecutorError(f"{self.address or 'RAY_ADDRESS'}: cannot join the Ray cluster: {first}",
@@ -149,10 +136,10 @@ class RayExecutor:
                     signal.signal(signal.SIGTERM, before)
             # Ray prints the cluster's error messages (a worker died...) on the driver's stdout,
             # which `--json` keeps for its one object; each failure is logged here instead.
-            ray._private.worker._worker_logs_enabled = False
+            ray._private.worker._worker_logs_enabled = False  # pyright: ignore - private, and no public switch exists
         from metaopt.evaluation.ray_node import cleanup_on_node, trial_on_node
 
-        self._remote = ray.remote(num_returns="streaming", max_retries=0)(trial_on_node)
+        self._remote = ray.remote(num_returns="streaming", max_retries=0)(trial_on_node)  # pyright: ignore[reportCallIssue, reportArgumentType] - ray's overloads stop at positional-only functions
         self._cleanup_remote = ray.remote(num_cpus=0, max_retries=1)(cleanup_on_node)
 
     def nodes(self, max_age_s: float = 5.0) -> list[dict[str, Any]]:
@@ -192,7 +179,7 @@ class RayExecutor:
         for ref in ready:
             try:
                 out.append(ray.get(ref))
-            except Exception:  # noqa: BLE001 (a node without a daemon has nothing to clean)
+            except Exception:  # noqa: BLE001, S112 - a node without a daemon has nothing to clean
                 continue
         return out
 
@@ -225,7 +212,7 @@ class RayExecutor:
                 while self._queue:
                     job, fut = self._queue.popleft()
                     if fut.set_running_or_notify_cancel():  # False: run_eval cancelled it first
-                        self._dispatch(_Flight(job, fut, resources_of(job.task)), flights)
+                        self._dispatch(_Flight(job, fut, resources_of(_loaded(job))), flights)
                 self._busy = bool(flights or self._queue)
                 if not flights:
                     if not self._wake.wait(0.5):
@@ -235,7 +222,7 @@ class RayExecutor:
                 ready, _ = ray.wait(list(flights), num_returns=1, timeout=0.2)
                 for gen in ready:
                     self._settle(gen, flights)
-        except BaseException as e:  # the cluster went away under us: fail what is left, loudly
+        except BaseException as e:  # noqa: BLE001 - the cluster went away under us: fail what is left, loudly
             log.error("ray dispatcher stopped: %s", _describe(e))
             for f in flights.values():
                 if not f.future.done():
@@ -258,12 +245,12 @@ class RayExecutor:
         ray = _ray()
         job = f.job
         nodes = self.nodes()
-        fit = [n for n in nodes if _fits(n, f.request)]
+        fit = [n for n in nodes if fits(n, f.request)]
         if not fit:
             largest = max(nodes, key=lambda n: n["Resources"].get("CPU", 0), default=None)
             have = {k: v for k, v in (largest or {}).get("Resources", {}).items() if k in ("CPU", "GPU", "memory")}
             return f.future.set_result(_error_result(f, f"no node of the Ray cluster can hold this trial: it asks "
-                                                        f"{_fmt(f.request)}, the largest node has {_fmt(have)}"))
+                                                        f"{describe(f.request)}, the largest node has {describe(have)}"))
         opts: dict[str, Any] = {"num_cpus": f.request["CPU"], "num_gpus": f.request.get("GPU", 0)}
         if "memory" in f.request:
             opts["memory"] = f.request["memory"]
@@ -275,7 +262,7 @@ class RayExecutor:
         key = (job.run_id, job.task.id)
         if key not in self._packed:
             try:
-                payload, blobs = pack(job.task)
+                payload, blobs = pack(_loaded(job))
             except (OSError, ValueError) as e:  # unreadable or too large: this task's failure, not the run's
                 return f.future.set_result(_error_result(f, f"cannot ship the task's files to a node: {e}",
                                                          "environment_error"))
@@ -297,8 +284,9 @@ class RayExecutor:
         """Take the next item of a ready task: where it started, its result, or its failure."""
         ray = _ray()
         f = flights[gen]
+        item: dict[str, Any] | None
         try:
-            item = ray.get(next(gen))
+            item = ray.get(next(gen))  # pyright: ignore[reportAssignmentType] - one ref, one value: ray's stub picks its list overload
         except StopIteration:
             item, exc = None, RuntimeError("the trial's task ended without a result")
         except Exception as e:  # noqa: BLE001 (sorted just below)
@@ -360,7 +348,7 @@ def _probe(address: str | None, timeout_s: float = 10) -> None:
     """Fail fast, in one line, when nothing listens at a host:port address (ray.init would retry
     for minutes). Other forms (None, "auto", ray://...) are left to ray.init."""
     host, _, port = (address or "").rpartition(":")
-    if not host or not port.isdigit() or "://" in address:
+    if not host or not port.isdigit() or "://" in (address or ""):
         return
     try:
         socket.create_connection((host, int(port)), timeout=timeout_s).close()
@@ -380,18 +368,17 @@ def copy_without_tracing(agent: Any) -> Any:
     return shipped
 
 
+def _loaded(job: TrialJob) -> Task:
+    """The job's task; a TaskLoadError is settled in submit() and never dispatched."""
+    if isinstance(job.task, TaskLoadError):
+        raise TypeError(f"{job.task.id}: a task that failed to load reached the Ray dispatcher")
+    return job.task
+
+
 def _error_result(f: _Flight, error: str, failure_mode: str = "infra_error") -> TrialResult:
     job = f.job
     return TrialResult(trial_id=f"{job.run_id}/{job.task.id}/{job.attempt}", run_id=job.run_id,
-                       benchmark=job.task.benchmark, task_id=job.task.id, attempt=job.attempt, agent=job.agent.name,
+                       benchmark=_loaded(job).benchmark, task_id=job.task.id, attempt=job.attempt, agent=job.agent.name,
                        status="error", failure_mode=failure_mode, error=f"{job.task.id}: {error}",
                        timeout_multiplier=job.timeout_multiplier, started_at=now(), finished_at=now(),
                        duration_s=round(sum(x["after_s"] for x in f.failures), 3), infra_errors=f.failures or None)
-
-
-def _fmt(request: dict[str, float]) -> str:
-    parts = [f"{request.get('CPU', 0):g} CPU"]
-    if "memory" in request:
-        parts.append(f"{request['memory'] / 2**20:.0f} MB memory")
-    parts.append(f"{request.get('GPU', 0):g} GPU")
-    return ", ".join(parts)

@@ -32,8 +32,8 @@ DISPATCH = "metaopt.dispatch"  # the container label naming one dispatch of a tr
 # image cache per run. The node lock makes the cache per node: concurrent workers wait for the
 # one that builds, then find the tag present (build_image checks the daemon first).
 _LOCK = threading.Lock()
-_BACKENDS: dict[tuple, DockerBackend] = {}
-_CACHES: dict[str, "NodeImageCache"] = {}
+_BACKENDS: dict[tuple | None, DockerBackend] = {}
+_CACHES: dict[str, NodeImageCache] = {}
 
 
 class NodeImageCache(ImageCache):

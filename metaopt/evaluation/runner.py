@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import secrets
 import time
+from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Callable, Protocol
+from typing import Any, Protocol
 
 from metaopt.benchmarks.task import Task, TaskLoadError
 from metaopt.evaluation.agents import Agent
@@ -74,7 +75,7 @@ class LocalExecutor:
             try:
                 self.backend.prune(run_id)
                 return
-            except Exception:  # the daemon may be busy tearing down; try again briefly
+            except Exception:  # noqa: BLE001 - the daemon may be busy tearing down; try again briefly
                 time.sleep(0.5)
 
     def shutdown(self, cancel: bool = False) -> None:

@@ -60,12 +60,14 @@ class ImageCache:
                 if env.context_dir is None:
                     raise
         if image is None:
+            if env.context_dir is None:
+                raise SandboxError(f"task {task.id}: its environment names neither an image nor a build context")
             image = self.backend.build_image(Path(env.context_dir), env.dockerfile, name=task.id)
         workdir = task.workdir or self.backend.image_workdir(image) or "/"
         return image, workdir
 
 
-def run_trial(task: Task | TaskLoadError, attempt: int, agent: Agent, *, backend: Any, images: ImageCache,
+def run_trial(task: Task | TaskLoadError, attempt: int, agent: Agent, *, backend: Any, images: ImageCache | None,
               run_id: str, timeout_multiplier: float = 1.0, labels: dict[str, str] | None = None) -> TrialResult:
     """Run one trial and return its result. Never raises for per-task failures. `labels` go on
     the trial's container beside its task and attempt (the ray executor marks each dispatch)."""
@@ -77,6 +79,8 @@ def run_trial(task: Task | TaskLoadError, attempt: int, agent: Agent, *, backend
     }
     if isinstance(task, TaskLoadError):
         return _finish(row, t0, status="error", failure_mode="task_invalid", error=task.error)
+    if images is None:
+        raise TypeError("run_trial: a loaded task needs an ImageCache (None is only for a TaskLoadError)")
     try:
         image, workdir = images.get(task)
     except SandboxUnavailable:

@@ -29,32 +29,32 @@ class RunConfig(BaseModel):
     strategy: str = "greedy"
     """Which candidate to extend next: greedy (the incumbent), pareto (per-task frontier, merges) or bilevel
     (an outer loop steering greedy/pareto with search mechanisms, some of them generated)."""
-    trials: int = Field(3, ge=1)
+    trials: int = Field(default=3, ge=1)
     """Trials per task and candidate (K)."""
     seed: int = 0
     """Seed of the split, of the strategy's choices and of each candidate's draws in the staged gate
     (with its position: gate.seeded_by), so two runs with one seed decide alike."""
     split: tuple[float, float, float] = (0.5, 0.25, 0.25)
     """train, validation, test fractions."""
-    budget_usd: float | None = Field(None, gt=0)
+    budget_usd: float | None = Field(default=None, gt=0)
     """Stop when task + meta spend reach this (None: no money limit)."""
-    max_trials: int | None = Field(None, ge=1)
+    max_trials: int | None = Field(default=None, ge=1)
     """Stop after this many trials (None: no limit)."""
-    max_iterations: int = Field(10, ge=1)
+    max_iterations: int = Field(default=10, ge=1)
     """Proposals at most."""
-    time_limit_s: float | None = Field(None, gt=0)
+    time_limit_s: float | None = Field(default=None, gt=0)
     """Stop after this many seconds of wall time (None: no limit)."""
     target_score: float | None = None
     """Stop when the incumbent's validation score reaches it."""
-    plateau: int = Field(3, ge=1)
+    plateau: int = Field(default=3, ge=1)
     """Stop after this many proposals in a row without an accepted gain."""
     allow_model_changes: bool = False
     """Let revisions change the harness's model knobs (frozen by default)."""
-    concurrency: int = Field(2, ge=1)
+    concurrency: int = Field(default=2, ge=1)
     """Trials running at once."""
     base_url: str | None = None
     """Server for openai-compatible/ models (else OPENAI_BASE_URL)."""
-    gpus: int | None = Field(None, ge=0)
+    gpus: int | None = Field(default=None, ge=0)
     """GPUs per task container (`--gpus`); None: what each task asks."""
     executor: str = "local"
     """Where trials run: local (a thread pool here) or ray (Ray tasks on a cluster's nodes)."""

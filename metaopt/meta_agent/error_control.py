@@ -36,9 +36,9 @@ class AlphaSpending(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
-    alpha: float = Field(0.05, gt=0.0, lt=1.0)
+    alpha: float = Field(default=0.05, gt=0.0, lt=1.0)
     """Experiment-wise error rate: P(any acceptance | no candidate is really better) <= alpha."""
-    spend: float = Field(0.7, gt=0.0, le=1.0)
+    spend: float = Field(default=0.7, gt=0.0, le=1.0)
     """Share of the alpha still unspent that each confirmation gets."""
     confirmed: tuple[str, ...] = ()
     """Candidates that began a confirmation, in order: the j-th got level(j)."""

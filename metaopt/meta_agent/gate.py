@@ -82,13 +82,13 @@ class GateRule(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
-    min_effect: float = Field(0.05, ge=0.0, le=1.0)
+    min_effect: float = Field(default=0.05, ge=0.0, le=1.0)
     """Smallest validation gain worth keeping, in score units (0.05 = 5 points)."""
-    z: float = Field(1.645, gt=0.0)
+    z: float = Field(default=1.645, gt=0.0)
     """The gain must exceed z standard errors (1.645: one-sided 95%)."""
-    min_coverage: float = Field(0.6, ge=0.0, le=1.0)
+    min_coverage: float = Field(default=0.6, ge=0.0, le=1.0)
     """Share of validation tasks that must be scored for both parent and child, else inconclusive."""
-    min_tasks: int = Field(3, ge=2)
+    min_tasks: int = Field(default=3, ge=2)
     """Fewest paired tasks a decision may rest on, else inconclusive."""
 
 

@@ -13,7 +13,7 @@ from typing import Any
 from metaopt.evaluation.result import TrialResult
 from metaopt.meta_agent.liveness import Liveness
 from metaopt.meta_agent.predictions import Manifest, PredictionCheck
-from metaopt.meta_agent.records import Candidate, ExperimentRecord, GateDecision, Spend
+from metaopt.meta_agent.records import Candidate, ExperimentRecord, GateDecision, Spend, SpendKind, Stage, Status
 from metaopt.task_agent.harness import Harness
 from metaopt.traces.store import Store, now
 
@@ -37,7 +37,7 @@ class Ledger:
                                 self.id])
 
     # -- candidates ------------------------------------------------------------------------
-    def add_candidate(self, cid: str, harness: Harness, *, iteration: int, status: str, parent: Harness | None = None,
+    def add_candidate(self, cid: str, harness: Harness, *, iteration: int, status: Status, parent: Harness | None = None,
                       parent_id: str | None = None, proposer: str | None = None, rationale: str | None = None,
                       evidence: list[str] | None = None, proposal_trace_id: str | None = None,
                       predictions: Manifest | None = None,
@@ -65,13 +65,13 @@ class Ledger:
         return self.store.select(Candidate, "experiment_id = ?", [self.id], order="iteration")
 
     # -- decisions and spend ---------------------------------------------------------------
-    def decision(self, cid: str, parent_id: str | None, stage: str, outcome: str, reason: str, rule: str,
+    def decision(self, cid: str, parent_id: str | None, stage: Stage, outcome: str, reason: str, rule: str,
                  **numbers: Any) -> None:
         numbers.setdefault("alpha_spent", 0.0)  # only a confirmation's first look commits alpha
         self.store.insert(GateDecision(experiment_id=self.id, candidate_id=cid, parent_id=parent_id, stage=stage,
                                        outcome=outcome, reason=reason, rule=rule, decided_at=now(), **numbers))
 
-    def spend(self, kind: str, cid: str | None, ref: str, usd: float | None, tokens_in: int = 0, tokens_out: int = 0,
+    def spend(self, kind: SpendKind, cid: str | None, ref: str, usd: float | None, tokens_in: int = 0, tokens_out: int = 0,
               trials: int | None = None) -> None:
         self.store.insert(Spend(experiment_id=self.id, candidate_id=cid, kind=kind, ref=ref, usd=usd,
                                 input_tokens=tokens_in, output_tokens=tokens_out, trials=trials, recorded_at=now()))

@@ -23,7 +23,8 @@ from __future__ import annotations
 import hashlib
 import random
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from metaopt.benchmarks.canary import canary_tasks, is_canary
 from metaopt.benchmarks.task import Task
@@ -38,7 +39,7 @@ from metaopt.meta_agent.ledger import Ledger
 from metaopt.meta_agent.liveness import Liveness
 from metaopt.meta_agent.plot import write_progress_png
 from metaopt.meta_agent.proposers import Evidence, Revision, get_proposer
-from metaopt.meta_agent.records import Candidate, CandidateScores, CandidateView
+from metaopt.meta_agent.records import Candidate, CandidateScores, CandidateView, Stage
 from metaopt.meta_agent.sequential import SequentialRule, rule_text
 from metaopt.meta_agent.strategies import get_strategy
 from metaopt.meta_agent.strategies.hooks import NoSearch, bind_search
@@ -159,6 +160,8 @@ class Experiment:
         rule = rule_text(self.cfg.gate, k)
         cands = self.ledger.candidates()
         if not cands:
+            if self.start is None:  # a resume always finds its baseline recorded
+                raise ValueError(f"{self.id}: no candidate recorded and no starting harness given")
             self.ledger.add_candidate(f"{self.id}/c0", self.start, iteration=0, status="baseline")
             cands = self.ledger.candidates()
         base = cands[0]
@@ -199,7 +202,7 @@ class Experiment:
                                     on_event=self.say, guidance=self.search.guidance(parent))
                 try:
                     rev = self.proposer.propose(parent.harness, evidence, tried)
-                except Exception as e:  # a meta-model API failure: stop cleanly; --resume can go on later
+                except Exception as e:  # noqa: BLE001 - a meta-model API failure: stop cleanly; --resume can go on later
                     stop = f"the {self.proposer.name} proposer failed: {type(e).__name__}: {e}"
                     break
                 by = self.proposer.name
@@ -258,6 +261,8 @@ class Experiment:
                failing: list[str] | None = None) -> Candidate:
         """Guard, smoke, screen and validate `c`; record every step. Returns `c` with its status."""
         cid, pid = c.candidate_id, c.parent_id
+        if pid is None:
+            raise ValueError(f"{cid}: the baseline has no parent to be judged against")
         parent = next(p for p in cands if p.candidate_id == pid)
         if pid not in self.scores:
             self.scores[pid] = CandidateScores(
@@ -266,7 +271,7 @@ class Experiment:
         p_train, p_val = self.scores[pid].train, self.scores[pid].validation
         failing = failing or [t for t, s in p_train.items() if _mean({t: s}) < 1.0]
 
-        def verdict(status: str, stage: str, outcome: str, reason: str, live: Liveness | None = None,
+        def verdict(status: str, stage: Stage, outcome: str, reason: str, live: Liveness | None = None,
                     c_train: Scores | None = None, **numbers: Any) -> Candidate:
             check = memory.claim(c.predictions, p_train, c_train) if c_train is not None else None
             if check:  # the gate row says whether the edit did what it claimed

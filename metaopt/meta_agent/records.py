@@ -15,6 +15,10 @@ from metaopt.task_agent.harness import Harness
 from metaopt.traces.records import Record
 
 Status = Literal["baseline", "pending", "accepted", "rejected", "inconclusive", "invalid"]
+Stage = Literal["guard", "smoke", "screen", "validation", "select", "confirm", "verdict", "filter"]
+"""Where a gate decision was taken (gate_decisions.stage)."""
+SpendKind = Literal["task", "meta", "saved"]
+"""What money or trials went on (spend.kind)."""
 
 
 class ExperimentRecord(Record, table="experiments"):
@@ -79,7 +83,7 @@ class GateDecision(Record, table="gate_decisions"):
     experiment_id: str
     candidate_id: str
     parent_id: str | None = None
-    stage: Literal["guard", "smoke", "screen", "validation", "select", "confirm", "verdict", "filter"]
+    stage: Stage
     """select / confirm: the staged gate's looks (meta_agent.sequential); verdict: the closing row after them
     (the outcome, the claim check, liveness); validation: the fixed gate; filter: dropped by a search
     mechanism before any trial (strategy bilevel)."""
@@ -103,7 +107,7 @@ class GateDecision(Record, table="gate_decisions"):
 class Spend(Record, table="budget_ledger"):
     experiment_id: str
     candidate_id: str | None = None
-    kind: Literal["task", "meta", "saved"]
+    kind: SpendKind
     """saved: validation trials a stopped look did not run (usd: what they would have cost, priced
     from the trials run so far)."""
     ref: str | None = None

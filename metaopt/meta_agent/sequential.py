@@ -46,21 +46,21 @@ class SequentialRule(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
-    alpha: float = Field(0.05, gt=0.0, lt=1.0)
+    alpha: float = Field(default=0.05, gt=0.0, lt=1.0)
     """Experiment-wise: P(the experiment accepts anything | no candidate is really better) <= alpha."""
-    spend: float = Field(0.8, gt=0.0, le=1.0)
+    spend: float = Field(default=0.8, gt=0.0, le=1.0)
     """Each confirmation gets this share of the alpha still unspent: alpha_j = alpha s (1 - s)^(j-1)."""
-    min_effect: float = Field(0.05, ge=0.0, le=1.0)
+    min_effect: float = Field(default=0.05, ge=0.0, le=1.0)
     """Smallest selection gain worth confirming, in score units (0.05 = 5 points)."""
     select_z: float = 0.8
     """With all K rounds in, the selection gain must be >= select_z noise-floor SEs."""
     futility_z: float = 0.875
     """A selection look at information t (trials so far / K n) stops when z < futility_z sqrt(t)."""
-    select_looks: int = Field(5, ge=1)
+    select_looks: int = Field(default=5, ge=1)
     """How finely round 1 of selection is cut: into max(2, ceil(select_looks / K)) growing shares
     of the tasks (selection_plan), so a small K still gets several chances to stop a candidate
     that is not ahead (K = 1: fifths; K = 3: halves, as before this field existed)."""
-    min_share: int = Field(2, ge=1)
+    min_share: int = Field(default=2, ge=1)
     """Fewest tasks a look at a share of round 1 may rest on: a smaller share is skipped (a
     futility stop on one task drops every gain that is not on that task). 3 costs K = 1 on 10
     tasks 0.84-0.90x K x n in the simulation, against 0.52-0.60x with 2."""
@@ -76,22 +76,22 @@ class SequentialRule(BaseModel):
     run_seed, the experiment's --seed and the candidate's position in it (c1, c2, ...), so two runs
     with the same seed draw the same; candidate_id, its full id, which carries the experiment's
     start time (experiments stored before this field resume with it)."""
-    early_z: float = Field(3.0, gt=0.0)
+    early_z: float = Field(default=3.0, gt=0.0)
     """A selection look on all tasks passes early when z >= early_z (and the gain >= min_effect)."""
-    confirm_rounds: int | None = Field(None, ge=1)
+    confirm_rounds: int | None = Field(default=None, ge=1)
     """Fresh child trials per task in the confirmation; None: 4 K."""
-    reserve_ratio: float = Field(2.0, ge=1.0)
+    reserve_ratio: float = Field(default=2.0, ge=1.0)
     """Parent reserve trials per child confirmation trial (the reserve is shared by all of the
     parent's children and grows only as far as a confirmation needs)."""
     looks: tuple[float, ...] = (1 / 6, 1 / 2, 1.0)
     """Confirmation looks, as fractions of confirm_rounds (all of them is always the last look)."""
-    interim_share: float = Field(0.1, ge=0.0, lt=1.0)
+    interim_share: float = Field(default=0.1, ge=0.0, lt=1.0)
     """Share of alpha_j the interim looks spend together (split evenly); the last look gets the rest."""
-    futility_p: float = Field(0.5, gt=0.0, le=1.0)
+    futility_p: float = Field(default=0.5, gt=0.0, le=1.0)
     """An interim confirmation look stops for futility when its p-value is above this."""
-    min_coverage: float = Field(0.6, ge=0.0, le=1.0)
+    min_coverage: float = Field(default=0.6, ge=0.0, le=1.0)
     """Share of validation tasks that must be scored on both sides at a final look, else inconclusive."""
-    min_tasks: int = Field(3, ge=2)
+    min_tasks: int = Field(default=3, ge=2)
     """Fewest tasks scored on both sides that a final look may rest on, else inconclusive."""
 
     @model_validator(mode="before")

@@ -114,7 +114,7 @@ def build_base_image(
         def fetch() -> None:
             try:
                 download_wheels(wheels_dir)
-            except BaseException as exc:  # re-raised in the caller's thread
+            except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
                 wheel_result["error"] = exc
 
         say("downloading wheels (uv, pytest 8.4.1/8.4.2, pytest-json-ctrf) in the background")
@@ -143,6 +143,8 @@ def build_base_image(
         r, t = name.rsplit(":", 1) if ":" in name.rsplit("/", 1)[-1] else (name, "latest")
         image.tag(r, t)
     say(f"tagged {tag} and {dated} ({image.short_id}) in {time.monotonic() - started:.0f}s")
+    if image.id is None:
+        raise RuntimeError(f"the daemon gave no id for {tag}")
     return image.id
 
 
@@ -194,7 +196,7 @@ def _debootstrap(
             line = line.rstrip()
             tail.append(line)
             # Stage lines only ("I: Configuring the base system..."), not one line per package.
-            if line.startswith("I: ") and (line.endswith("...") or line.endswith("successfully.")) \
+            if line.startswith("I: ") and (line.endswith(("...", "successfully."))) \
                     and not _PER_PACKAGE.match(line):
                 say(f"debootstrap: {line[3:]}")
         rc = proc.wait()
@@ -262,11 +264,12 @@ def _import_rootfs(client: docker.DockerClient, rootfs: Path, suite: str) -> str
          "--exclude=./proc/*", "--exclude=./sys/*", "--exclude=./dev/*", "--exclude=./tmp/*", "."],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE,
     )
-    assert proc.stdout is not None
+    out = proc.stdout
+    assert out is not None
 
     def chunks() -> Iterator[bytes]:
         while True:
-            buf = proc.stdout.read(1 << 20)
+            buf = out.read(1 << 20)
             if not buf:
                 return
             yield buf
@@ -276,7 +279,7 @@ def _import_rootfs(client: docker.DockerClient, rootfs: Path, suite: str) -> str
     ]
     api = client.api
     saved_timeout = api.timeout
-    api.timeout = None  # the daemon answers only when the whole rootfs is in
+    api.timeout = None  # pyright: ignore[reportAttributeAccessIssue] - no timeout: the daemon answers only when the whole rootfs is in
     try:
         result = api.import_image(src=chunks(), changes=changes, stream_src=True)
     except Exception as exc:
@@ -343,6 +346,7 @@ def _build_final(client: docker.DockerClient, rootfs_id: str, wheels_dir: Path):
     buf.seek(0)
 
     import docker
+    import docker.errors
 
     try:
         image, _logs = client.images.build(

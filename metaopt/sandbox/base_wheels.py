@@ -65,7 +65,7 @@ def _host_python() -> str:
 
 def uv_binaries(wheels_dir: Path) -> dict[str, bytes]:
     """The uv and uvx executables from the uv wheel's `uv-*.data/scripts/`."""
-    wheel = sorted(wheels_dir.glob("uv-*.whl"))[-1]
+    wheel = max(wheels_dir.glob("uv-*.whl"))
     out: dict[str, bytes] = {}
     with zipfile.ZipFile(wheel) as zf:
         for name in zf.namelist():

@@ -4,14 +4,16 @@ SandboxUnavailable messages."""
 from __future__ import annotations
 
 import docker
+import docker.errors
 
 UNREACHABLE = "cannot reach the Docker daemon at {}: is dockerd running? ({})"
 
 
 def daemon_url(client: docker.DockerClient) -> str:
     for adapter in client.api.adapters.values():
-        if getattr(adapter, "socket_path", None):
-            return f"unix://{adapter.socket_path}"
+        socket_path = getattr(adapter, "socket_path", None)
+        if socket_path:
+            return f"unix://{socket_path}"
     return client.api.base_url
 
 

@@ -16,7 +16,7 @@ import tarfile
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import docker.errors
 import requests
@@ -79,7 +79,7 @@ def _tree(api: Any, cid: str, path: str, limit: int) -> tuple[dict[str, Entry], 
         raise SandboxError(f"cannot read {path} from the sandbox: {e}") from None
     budget = [limit]
     try:
-        with tarfile.open(fileobj=_Chunks(chunks, budget), mode="r|") as tar:
+        with tarfile.open(fileobj=_Chunks(chunks, budget), mode="r|") as tar:  # pyright: ignore[reportCallIssue, reportArgumentType] - stream mode only reads; typeshed wants a whole file API
             for m in tar:
                 rel = m.name.split("/", 1)[1] if "/" in m.name else ""
                 full = posixpath.join(path, rel) if rel else path
@@ -96,7 +96,7 @@ class Pristine:
     started) container of the image, one per image per daemon, removed at exit."""
 
     _lock = threading.Lock()
-    _cache: dict[tuple[int, str], Pristine] = {}
+    _cache: ClassVar[dict[tuple[int, str], Pristine]] = {}
 
     def __init__(self, api: Any, image: str, labels: dict[str, str]):
         self.api, self.image, self._labels = api, image, labels
@@ -139,12 +139,14 @@ class Pristine:
     def _container(self) -> str:
         if self._id is None:
             try:
-                self._id = self.api.create_container(
+                cid: str = self.api.create_container(
                     self.image, command=["true"], labels={**self._labels, "metaopt.pristine": "1"},
                     network_disabled=True)["Id"]
             except docker.errors.APIError as e:
                 raise SandboxError(f"cannot create a pristine container of {self.image}: {e}") from None
-            _created.append((self.api, self._id))
+            self._id = cid
+            _created.append((self.api, cid))
+            return cid
         return self._id
 
 
@@ -170,7 +172,7 @@ def _remove_pristine() -> None:
         api, cid = _created.pop()
         try:
             api.remove_container(cid, force=True, v=True)
-        except Exception:  # gone already (pruned), or the daemon is down at exit
+        except Exception:  # noqa: BLE001, S110 - gone already (pruned), or the daemon is down at exit
             pass
 
 
@@ -196,7 +198,7 @@ def _read(api: Any, cid: str, path: str, limit: int, hash_limit: int) -> Entry:
         return Entry(path, kind, size, mode & 0o7777)
     budget = [hash_limit + (1 << 20)]
     try:
-        with tarfile.open(fileobj=_Chunks(chunks, budget), mode="r|") as tar:
+        with tarfile.open(fileobj=_Chunks(chunks, budget), mode="r|") as tar:  # pyright: ignore[reportCallIssue, reportArgumentType] - stream mode only reads; typeshed wants a whole file API
             for m in tar:
                 return _member(tar, m, path, limit, hash_limit)
     except (tarfile.TarError, OSError, EOFError):  # cut off by the budget, or the stream broke

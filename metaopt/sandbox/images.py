@@ -28,14 +28,13 @@ import yaml
 
 from metaopt.core.errors import ImageBuildError, ImageNotFound, UserError
 
-
 DEFAULT_MAP_PATH = Path(__file__).with_name("image_map.yaml")
 
 _FROM = re.compile(
     r"^(?P<head>\s*FROM\s+(?:--\S+\s+)*)(?P<image>\S+)(?P<tail>(?:\s+AS\s+(?P<stage>\S+))?\s*)$",
     re.IGNORECASE,
 )
-_ARG = re.compile(r"^\s*ARG\s+(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?:=(?P<value>\S*))?\s*$", re.I)
+_ARG = re.compile(r"^\s*ARG\s+(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?:=(?P<value>\S*))?\s*$", re.IGNORECASE)
 _VAR = re.compile(r"\$(?:\{(?P<braced>[A-Za-z_][A-Za-z0-9_]*)(?::?-(?P<default>[^}]*))?\}"
                   r"|(?P<bare>[A-Za-z_][A-Za-z0-9_]*))")
 
@@ -158,10 +157,8 @@ def _ref_forms(ref: str) -> list[str]:
     digest dropped, `:latest` added when untagged."""
     short = ref.split("@", 1)[0]
     for prefix in ("docker.io/", "index.docker.io/", "registry-1.docker.io/"):
-        if short.startswith(prefix):
-            short = short[len(prefix):]
-    if short.startswith("library/"):
-        short = short[len("library/"):]
+        short = short.removeprefix(prefix)
+    short = short.removeprefix("library/")
     if ":" not in short.rsplit("/", 1)[-1]:
         short += ":latest"
     return [ref] if short == ref else [ref, short]
@@ -281,7 +278,7 @@ def strip_top(top: str) -> Any:
             member = tarfile.tar_filter(member.replace(name=name, linkname=link or ""), dest)
         except tarfile.FilterError:
             return None
-        return member.replace(uid=None, gid=None, uname=None, gname=None)
+        return member.replace(uid=None, gid=None, uname=None, gname=None)  # pyright: ignore[reportArgumentType] - None (keep the extracting user's) is documented for filters; typeshed says int/str
 
     return filt
 

@@ -20,10 +20,16 @@ import posixpath
 import secrets
 import shlex
 from pathlib import Path
-from typing import Any, Literal, Union, overload
+from typing import Any, Literal, overload
 
-from inspect_ai.util import (ExecResult, OutputLimitExceededError, SandboxEnvironment,
-                             SandboxEnvironmentConfigType, SandboxEnvironmentLimits, sandboxenv)
+from inspect_ai.util import (
+    ExecResult,
+    OutputLimitExceededError,
+    SandboxEnvironment,
+    SandboxEnvironmentConfigType,
+    SandboxEnvironmentLimits,
+    sandboxenv,
+)
 
 from metaopt.core.errors import UserError
 from metaopt.sandbox.base import Sandbox, SandboxSpec
@@ -74,7 +80,7 @@ class MetaoptSandboxEnvironment(SandboxEnvironment):
     @overload
     async def read_file(self, file: str, text: Literal[False]) -> bytes: ...
 
-    async def read_file(self, file: str, text: bool = True) -> Union[str, bytes]:
+    async def read_file(self, file: str, text: bool = True) -> str | bytes:
         data = await asyncio.to_thread(self.sb.read_file, self._path(file))
         if len(data) > SandboxEnvironmentLimits.MAX_READ_FILE_SIZE:
             raise OutputLimitExceededError(SandboxEnvironmentLimits.MAX_READ_FILE_SIZE_STR, None)

@@ -29,7 +29,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 from metaopt.core.errors import ImageBuildError, ImageNotFound, SandboxError, SandboxUnavailable
 from metaopt.sandbox.base import ExecResult, SandboxSpec
@@ -49,19 +49,19 @@ PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 _INIT = r"""
 set -e
 R=$1
-for d in %(ro)s; do
+for d in {ro}; do
   [ -d "/$d" ] && [ ! -L "/$d" ] || continue
   mount --rbind "/$d" "$R/$d"; mount -o remount,bind,ro "$R/$d"
 done
 mount -t tmpfs -o mode=755,size=1m tmpfs "$R/dev"
-for n in %(dev)s; do [ -e "/dev/$n" ] && : > "$R/dev/$n" && mount --bind "/dev/$n" "$R/dev/$n"; done
+for n in {dev}; do [ -e "/dev/$n" ] && : > "$R/dev/$n" && mount --bind "/dev/$n" "$R/dev/$n"; done
 mkdir -p "$R/dev/shm" && mount -t tmpfs -o mode=1777 tmpfs "$R/dev/shm"
 ln -s /proc/self/fd "$R/dev/fd"; ln -s /proc/self/fd/0 "$R/dev/stdin"
 ln -s /proc/self/fd/1 "$R/dev/stdout"; ln -s /proc/self/fd/2 "$R/dev/stderr"
 mount -t proc proc "$R/proc"
 echo ready
 exec sleep infinity
-""" % {"ro": " ".join(READ_ONLY), "dev": " ".join(DEVICES)}
+""".format(ro=" ".join(READ_ONLY), dev=" ".join(DEVICES))
 
 # Inside the chroot: `sh -c ENTER sh WORKDIR ENV... ARGV...`.
 _ENTER = 'cd "$1" || exit 125; shift; exec /usr/bin/env -i "$@"'
@@ -140,6 +140,7 @@ class LocalSandbox:
             self._ns_flags.append("--net")
         self._init = subprocess.Popen([*ns, "/bin/sh", "-c", _INIT, "sh", str(root)], stdin=subprocess.DEVNULL,
                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+        assert self._init.stdout is not None and self._init.stderr is not None  # both are PIPE
         ready = self._init.stdout.readline()
         if ready.strip() != b"ready":
             err = self._init.stderr.read().decode(errors="replace").strip()[-300:]
@@ -192,8 +193,8 @@ class LocalSandbox:
 
     def copy_out(self, src: str, dest: Path) -> None:
         path = self._abs(src)
-        rc, out, err, _ = self._run(["sh", "-c", 'test -e "$1" || exit 2; cd "$(dirname "$1")" && '
-                                     'tar -c -h "$(basename "$1")"', "sh", path], user="root")
+        rc, out, err, _ = self._run(["sh", "-c", ('test -e "$1" || exit 2; cd "$(dirname "$1")" && '
+                                     'tar -c -h "$(basename "$1")"'), "sh", path], user="root")
         if rc == 2:
             raise FileNotFoundError(2, "no such file in the sandbox", src)
         if rc:
@@ -206,7 +207,10 @@ class LocalSandbox:
                 tar.extractall(dest, filter=strip_top(top.name))
                 return
             dest.parent.mkdir(parents=True, exist_ok=True)
-            with tar.extractfile(top) as f, dest.open("wb") as fh:  # type: ignore[union-attr]
+            member = tar.extractfile(top) if top is not None else None
+            if top is None or member is None:
+                raise SandboxError(f"cannot copy {src} out: not a regular file or directory")
+            with member as f, dest.open("wb") as fh:
                 shutil.copyfileobj(f, fh)
             dest.chmod(top.mode & 0o777)
 
@@ -226,7 +230,7 @@ class LocalSandbox:
             p.wait()
         _remove_tree(self.root)
 
-    def __enter__(self) -> LocalSandbox:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:

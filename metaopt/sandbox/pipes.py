@@ -18,7 +18,10 @@ class PipeStream:
     DockerShell reads (send, pump, eof, close)."""
 
     def __init__(self, proc: subprocess.Popen):
+        if proc.stdin is None or proc.stdout is None or proc.stderr is None:
+            raise ValueError("PipeStream needs a process started with stdin, stdout and stderr pipes")
         self.proc = proc
+        self._pipes = (proc.stdin, proc.stdout, proc.stderr)
         self.stdout, self.stderr = bytearray(), bytearray()
         self.eof = False
         self._sel = selectors.DefaultSelector()
@@ -28,15 +31,15 @@ class PipeStream:
 
     def send(self, data: bytes) -> None:
         try:
-            self.proc.stdin.write(data)
-            self.proc.stdin.flush()
+            self._pipes[0].write(data)
+            self._pipes[0].flush()
         except (BrokenPipeError, ValueError, OSError) as e:
             self.eof = True
             raise SandboxError(f"the shell's pipe is broken ({e})") from None
 
     def close_stdin(self) -> None:
         try:
-            self.proc.stdin.close()
+            self._pipes[0].close()
         except OSError:
             pass
 
@@ -61,7 +64,7 @@ class PipeStream:
 
     def close(self) -> None:
         self._sel.close()
-        for f in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
+        for f in self._pipes:
             try:
                 f.close()
             except OSError:
@@ -82,7 +85,7 @@ def children() -> dict[int, list[int]]:
     return kids
 
 
-def kill_tree(root: int, *, with_root: bool, spare: set[int] = frozenset()) -> None:
+def kill_tree(root: int, *, with_root: bool, spare: frozenset[int] | set[int] = frozenset()) -> None:
     """SIGSTOP the tree of `root` until it stops growing, then SIGKILL it (sparing `spare`'s subtrees)."""
     prev: set[int] = set()
     for _ in range(10):

@@ -10,13 +10,22 @@ from __future__ import annotations
 import secrets
 import socket
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from metaopt.core.errors import SandboxError
 from metaopt.sandbox.base import ExecResult
 
-if TYPE_CHECKING:
-    from metaopt.sandbox.docker import DockerSandbox
+
+class ExecHost(Protocol):
+    """What a DockerShell needs of its sandbox (DockerSandbox, LocalSandbox): start a process with
+    its streams, read its exit code, kill a process tree."""
+
+    def _start_exec(self, argv: list[str], *, user: str | None, workdir: str | None,
+                    env: dict[str, str] | None = None, stdin: bool = False) -> tuple[Any, Any]: ...
+
+    def _exit_code(self, exec_id: Any, /) -> int: ...
+
+    def _kill_tree(self, root: str, *, with_root: bool, spare: list[str] | None = None) -> None: ...
 
 TIMEOUT_EXIT_CODE = 124
 EXEC_OUTPUT_LIMIT = 32 << 20  # bytes kept per stream of one exec (head and tail): a flood cannot exhaust memory
@@ -116,7 +125,7 @@ class ExecStream:
         self._sock.settimeout(wait)
         try:
             chunk = self._sock.recv(1 << 20)
-        except (TimeoutError, socket.timeout):
+        except TimeoutError:
             return False
         except OSError:
             chunk = b""  # connection reset: the exec (or its container) is gone
@@ -199,7 +208,7 @@ class DockerShell:
     functions are then lost. Not thread-safe.
     """
 
-    def __init__(self, sandbox: DockerSandbox, *, user: str | None, workdir: str | None) -> None:
+    def __init__(self, sandbox: ExecHost, *, user: str | None, workdir: str | None) -> None:
         self._sbx = sandbox
         self._user = user
         self._cwd = self._workdir = workdir

@@ -48,7 +48,8 @@ def find(patterns: list[tuple[str, re.Pattern[str]]], text: str) -> tuple[str, s
 def _unescape(text: str) -> str:
     def one(m: re.Match[str]) -> str:
         x = m.group(0)
-        code = int(x[2:], 16) if x[1] in "xu" else int(x[1:], 8)
+        # a backslash escape (\x41, \u0041, \101), not a 0x literal: int(x, 0) cannot read it
+        code = int(x[2:], 16) if x[1] in "xu" else int(x[1:], 8)  # noqa: FURB166
         return chr(code) if code < 128 else x
     return _ESC1.sub(one, text)
 

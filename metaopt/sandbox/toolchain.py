@@ -177,7 +177,7 @@ class Toolchain:
                 _add(tar, f"{root}/bin/{name}", tarfile.SYMTYPE, 0o777, link="../busybox")
         try:
             sb.api.put_archive(sb.id, "/", buf.getvalue())
-        except Exception as e:  # docker.errors.APIError, connection errors
+        except Exception as e:  # noqa: BLE001 - docker.errors.APIError, connection errors
             raise SandboxError(f"sandbox {getattr(sb, 'name', sb.id)}: cannot install the static toolchain: {e}") from None
         tc = cls(sb, root, hashlib.sha256(data).hexdigest())
         sb.runner = ([tc.busybox, "sh"], {"PATH": tc.bin})

@@ -22,7 +22,6 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
-from metaopt.core.errors import HarnessError
 from metaopt.task_agent.messages import ModelSettings, ToolSpec
 from metaopt.task_agent.tools import check_parameters_schema, check_template
 
@@ -61,9 +60,9 @@ class ToolDef(_Strict):
     on stdin; stdout is the result; a non-zero exit marks the result as an error."""
     role: str | None = None
     """agent only: the routing role the sub-agent runs."""
-    timeout_s: float = Field(60.0, gt=0)
+    timeout_s: float = Field(default=60.0, gt=0)
     """Seconds before the command is killed (bounded further by the task's time left)."""
-    output_limit: int = Field(10_000, ge=0)
+    output_limit: int = Field(default=10_000, ge=0)
     """Most characters of output the model sees; the rest is cut from the middle (head+tail)."""
     user: str | None = None
     """User for fresh execs; None = the sandbox default (persistent tools: the shell's user)."""
@@ -115,26 +114,26 @@ class RoleDef(_Strict):
     """Key into prompts.roles; None = the system prompt alone."""
     tools: list[str] | None = None
     """Names of the tools this role may call; None = every tool."""
-    max_turns: int | None = Field(None, gt=0)
+    max_turns: int | None = Field(default=None, gt=0)
     """Model turns for this role; None = routing.limits.max_turns."""
 
 
 class Verification(_Strict):
     prompt: str
     """Sent as a user message the first time the model calls finish, asking it to verify."""
-    max_rounds: int = Field(1, ge=1)
+    max_rounds: int = Field(default=1, ge=1)
     """How many times finish is challenged before it is accepted."""
 
 
 class Limits(_Strict):
-    max_turns: int = Field(50, gt=0)
+    max_turns: int = Field(default=50, gt=0)
     """Model turns per episode (the start role)."""
-    max_wall_s: float | None = Field(None, gt=0)
+    max_wall_s: float | None = Field(default=None, gt=0)
     """Wall-clock limit of the episode; None = the task's agent timeout."""
 
 
 class Context(_Strict):
-    max_tokens: int | None = Field(None, gt=0)
+    max_tokens: int | None = Field(default=None, gt=0)
     """Context budget in tokens, counted by the model's own tokenizer where it has one (local/
     models), else approximated as characters / 4; None = no budget. Whatever it says, a model that
     knows its context window (local/ models) also gets each request trimmed to that window, less
@@ -167,9 +166,9 @@ class ModelSection(_Strict):
     """None = the provider's default."""
     reasoning_effort: Literal["low", "medium", "high"] | None = None
     """See ModelSettings.reasoning_effort."""
-    max_tokens: int | None = Field(None, gt=0)
+    max_tokens: int | None = Field(default=None, gt=0)
     """Output tokens per call; None = ModelSettings' default."""
-    thinking_budget: int | None = Field(None, gt=0)
+    thinking_budget: int | None = Field(default=None, gt=0)
     """Anthropic thinking budget; see ModelSettings.thinking_budget."""
 
 

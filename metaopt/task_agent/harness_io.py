@@ -16,7 +16,8 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from metaopt.task_agent.harness import SCHEMA_VERSION, Harness, HarnessError
+from metaopt.core.errors import HarnessError
+from metaopt.task_agent.harness import SCHEMA_VERSION, Harness
 
 
 class _Dumper(yaml.SafeDumper):
@@ -151,7 +152,7 @@ def _read_prompt(value: Any, loc: str, folder: Path | None) -> Any:
         raise HarnessError(f"{loc}: prompt file {shown} does not exist") from None
     except (OSError, UnicodeDecodeError) as e:
         raise HarnessError(f"{loc}: cannot read prompt file {shown}: {e}") from None
-    return text[:-1] if text.endswith("\n") else text
+    return text.removesuffix("\n")
 
 
 def format_validation_error(e: ValidationError) -> str:

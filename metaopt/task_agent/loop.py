@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from metaopt.sandbox.base import Sandbox, Shell
 from metaopt.task_agent.harness import Harness, ToolDef
@@ -91,7 +91,7 @@ class TaskAgent:
                     break
                 response = self.model.generate(messages, specs, self.settings.model_copy(
                     update={"timeout_s": max(1.0, deadline - time.monotonic())}))
-            except Exception as e:  # provider errors end the episode; the trial records them
+            except Exception as e:  # noqa: BLE001 - provider errors end the episode; the trial records them
                 if time.monotonic() >= deadline:  # it ran into the time limit: not a model failure
                     ep.outcome = "time_limit"
                 else:  # a window the conversation outgrew is the agent's failure, not the model's
@@ -186,7 +186,7 @@ class TaskAgent:
         when the context fills). False when the model could not give one."""
         try:
             r = self.model.generate([*messages, Message.user(SUMMARIZE)], [], self.settings)
-        except Exception:  # a failed summary is not fatal: the caller truncates instead
+        except Exception:  # noqa: BLE001 - a failed summary is not fatal: the caller truncates instead
             return False
         self.usage, self.cost = self.usage + r.usage, self.cost + (r.cost_usd or 0.0)
         if not r.message.text.strip():

@@ -87,12 +87,12 @@ def check_parameters_schema(schema: dict[str, Any]) -> None:
         raise ValueError("must be a JSON schema with type: object")
     props = schema.get("properties", {})
     if not isinstance(props, dict):
-        raise ValueError("properties must be a mapping of name -> JSON schema")
+        raise ValueError("properties must be a mapping of name -> JSON schema")  # noqa: TRY004 - malformed input data: callers catch ValueError
     for key, sub in props.items():
         if not _IDENT.fullmatch(key):
             raise ValueError(f"property name {key!r} must match [A-Za-z_][A-Za-z0-9_]*")
         if not isinstance(sub, dict):
-            raise ValueError(f"properties.{key} must be a JSON schema mapping")
+            raise ValueError(f"properties.{key} must be a JSON schema mapping")  # noqa: TRY004 - malformed input data: callers catch ValueError
         types = sub.get("type", [])
         types = types if isinstance(types, list) else [types]
         if bad := [t for t in types if t not in JSON_TYPES]:

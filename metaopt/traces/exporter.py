@@ -106,6 +106,8 @@ def span_row(span: ReadableSpan, a: dict[str, Any], resource_json: str | None) -
     res = span.resource.attributes if span.resource else {}
     scope = span.instrumentation_scope
     ctx, parent, status = span.context, span.parent, span.status
+    if ctx is None:
+        raise ValueError(f"span {span.name!r} has no span context")
     row: list[Any] = [
         format(ctx.trace_id, "032x"), format(ctx.span_id, "016x"),
         format(parent.span_id, "016x") if parent else None, span.name,
@@ -137,7 +139,7 @@ def span_row(span: ReadableSpan, a: dict[str, Any], resource_json: str | None) -
 
 def _part_text(p: dict[str, Any]) -> str | None:
     kind = p.get("type")
-    value = p.get({"tool_call": "arguments", "tool_call_response": "response"}.get(kind, "content"))
+    value = p.get({"tool_call": "arguments", "tool_call_response": "response"}.get(str(kind), "content"))
     if value is None:  # an unknown part type without content: search its JSON
         return None if kind in ("text", "reasoning", "tool_call", "tool_call_response") else _dumps(p)
     return value if isinstance(value, str) else _dumps(value)
@@ -265,7 +267,7 @@ class DuckDBSpanExporter(SpanExporter):
                     ap.append_rows(data)
                     ap.flush()
             self._cur.execute("COMMIT")
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - a failed write loses this batch of spans, never the run
             self.failed += len(rows)
             log.error("span store write failed, %d spans lost: %s", len(rows), exc)
             with contextlib.suppress(Exception):

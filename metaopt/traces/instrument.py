@@ -104,6 +104,12 @@ def _traceparent(span: Span) -> str:
     return f"00-{c.trace_id:032x}-{c.span_id:016x}-{int(c.trace_flags):02x}"
 
 
+def _episode(context: otel_context.Context | None = None) -> _Episode | None:
+    """The episode whose span is current in `context` (default: the current context), if any."""
+    ep = otel_context.get_value(_EPISODE, context)
+    return ep if isinstance(ep, _Episode) else None
+
+
 class TracedModel:
     """A Model whose every generate() call is a CLIENT span `chat {request model}`.
 
@@ -122,7 +128,7 @@ class TracedModel:
 
     def generate(self, messages: list[Message], tools: list[ToolSpec],
                  settings: ModelSettings) -> ModelResponse:
-        ep: _Episode | None = otel_context.get_value(_EPISODE)
+        ep = _episode()
         secrets = ep.secrets if ep else secret_values()
         content = content_recorded()
         full = settings.model or self.name
@@ -230,7 +236,7 @@ def tool_span(tracer: trace.Tracer, name: str, call_id: str, arguments: dict[str
               context: otel_context.Context | None = None) -> Iterator[ToolSpanHandle]:
     """An INTERNAL `execute_tool {name}` span around one tool call, child of the current span
     (or of `context`'s). An exception inside marks it ERROR and propagates."""
-    ep: _Episode | None = otel_context.get_value(_EPISODE, context)
+    ep = _episode(context)
     secrets = ep.secrets if ep else secret_values()
     content = content_recorded()
     attrs: dict[str, Any] = {

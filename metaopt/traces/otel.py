@@ -14,8 +14,7 @@ import os
 from opentelemetry import trace
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import SpanLimits, TracerProvider
-from opentelemetry.sdk.trace.export import (BatchSpanProcessor, SimpleSpanProcessor,
-                                            SpanExporter)
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor, SpanExporter
 
 SCOPE = "metaopt"
 REDACTED = "[redacted]"

@@ -38,7 +38,7 @@ class Record(BaseModel):
         cached = cls.__dict__.get("_json_fields")
         if cached is None:
             cached = frozenset(n for n, f in cls.model_fields.items() if _is_json(f.annotation))
-            setattr(cls, "_json_fields", cached)
+            cls._json_fields = cached
         return cached
 
     @model_validator(mode="before")
@@ -67,7 +67,7 @@ def _is_json(ann: Any) -> bool:
 
 def _flatten(ann: Any) -> list[Any]:
     args = typing.get_args(ann)
-    if typing.get_origin(ann) in (typing.Union, getattr(__import__("types"), "UnionType")):
+    if typing.get_origin(ann) in (typing.Union, __import__("types").UnionType):
         return [x for a in args for x in _flatten(a)]
     if typing.get_origin(ann) is typing.Annotated:
         return _flatten(args[0])

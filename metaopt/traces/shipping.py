@@ -84,8 +84,10 @@ def _ctx(c: SpanContext | None) -> dict[str, Any] | None:
 
 
 def _unctx(d: dict[str, Any] | None) -> SpanContext | None:
-    if d is None:
-        return None
+    return None if d is None else _span_context(d)
+
+
+def _span_context(d: dict[str, Any]) -> SpanContext:
     return SpanContext(int(d["trace_id"], 16), int(d["span_id"], 16), d["remote"], TraceFlags(d["flags"]),
                        TraceState([tuple(kv) for kv in d["state"]]))
 
@@ -144,7 +146,7 @@ def span_from_dict(d: dict[str, Any]) -> ReadableSpan:
     span = ReadableSpan(
         name=d["name"], context=_unctx(d["context"]), parent=_unctx(d["parent"]), resource=_resource(d["resource"]),
         attributes=_bounded(d["attributes"], d["dropped_attributes"]), events=events,
-        links=[Link(_unctx(link["context"]), link["attributes"]) for link in d["links"]], kind=SpanKind[d["kind"]],
+        links=[Link(_span_context(link["context"]), link["attributes"]) for link in d["links"]], kind=SpanKind[d["kind"]],
         status=Status(StatusCode[d["status"][0]], d["status"][1]), start_time=d["start"], end_time=d["end"],
         instrumentation_scope=InstrumentationScope(s["name"], s["version"], s["schema_url"], s["attributes"]) if s else None,
     )

@@ -4,7 +4,8 @@ around each tool call, and an episode span. The agent loop itself knows nothing 
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Callable, Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 from metaopt.task_agent.messages import ToolCallPart, ToolResultPart
 from metaopt.task_agent.tools import ToolOutcome
@@ -22,7 +23,7 @@ class Tracing:
         self.tracer = get_tracer(provider)
 
     @classmethod
-    def for_store(cls, store: Store) -> "Tracing":
+    def for_store(cls, store: Store) -> Tracing:
         return cls(make_tracer_provider(exporters=[DuckDBSpanExporter(store)]))
 
     def wrap(self, model: Any) -> tuple[TracedModel, Callable]:

@@ -10,6 +10,7 @@ needs to turn nats per token into bits per byte.
 from __future__ import annotations
 
 import heapq
+import itertools
 from collections import Counter, defaultdict
 
 import regex
@@ -33,7 +34,7 @@ def train_encoding(text: str, vocab_size: int, name: str = "metaopt-bpe") -> tik
     pairs: Counter = Counter()
     where: dict[tuple[int, int], set[int]] = defaultdict(set)
     for wi, w in enumerate(words):
-        for p in zip(w, w[1:]):
+        for p in itertools.pairwise(w):
             pairs[p] += freqs[wi]
             where[p].add(wi)
     heap = [(-c, p) for p, c in pairs.items()]
@@ -59,9 +60,9 @@ def train_encoding(text: str, vocab_size: int, name: str = "metaopt-bpe") -> tik
                 else:
                     out.append(w[i])
                     i += 1
-            for p in zip(w, w[1:]):
+            for p in itertools.pairwise(w):
                 touched[p] -= f
-            for p in zip(out, out[1:]):
+            for p in itertools.pairwise(out):
                 touched[p] += f
                 where[p].add(wi)
             words[wi] = out

@@ -86,7 +86,7 @@ def config_from_env(env: dict[str, str] | None = None) -> Config:
 
 def _host_has_gpu() -> bool:
     try:
-        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=10)
+        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, check=False, text=True, timeout=10)
     except (OSError, subprocess.TimeoutExpired):
         return False
     return out.returncode == 0 and "GPU" in out.stdout

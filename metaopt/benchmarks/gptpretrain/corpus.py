@@ -78,7 +78,7 @@ def _parquet(path: Path, rel: str) -> Iterator[tuple[str, str]]:
         raise MissingExtra(f"--dataset: {rel} is parquet and reading it", "pretrain", "pyarrow") from None
     try:
         table = pq.read_table(path, columns=["text"])
-    except Exception as e:  # pyarrow raises several types for a missing column or a bad file
+    except Exception as e:  # noqa: BLE001 - pyarrow raises several types for a missing column or a bad file
         raise DataError(f"--dataset: {rel}: cannot read a 'text' column ({str(e).splitlines()[0]})") from None
     for i, value in enumerate(table.column("text").to_pylist()):
         if isinstance(value, str) and value.strip():

@@ -23,9 +23,10 @@ import fcntl
 import hashlib
 import json
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from metaopt.benchmarks.gptpretrain.build import cache_root
 from metaopt.benchmarks.scorers import Verification, VerifyContext

@@ -78,7 +78,7 @@ def _load(spec: str) -> Loaded:
                                f"(tasks: {', '.join(known) or 'none'})")
     try:
         task = obj if isinstance(obj, InspectTask) else obj()
-    except Exception as e:  # the task author's code: report it, one line
+    except Exception as e:  # noqa: BLE001 - the task author's code: report it, one line
         raise InspectLoadError(f"--benchmark inspect:{spec}: {task_name}() raised {type(e).__name__}: {e}") from None
     if not isinstance(task, InspectTask):
         raise InspectLoadError(f"--benchmark inspect:{spec}: {task_name} is not an inspect Task or @task function")
@@ -102,7 +102,7 @@ def _check_exists(ref: str, spec: str) -> None:
         return
     try:
         found = importlib.util.find_spec(ref)
-    except Exception as e:  # a missing parent package, or one that fails to import
+    except Exception as e:  # noqa: BLE001 - a missing parent package, or one that fails to import
         raise InspectLoadError(f"--benchmark inspect:{spec}: cannot import {ref}: {type(e).__name__}: {e}") from None
     if found is None:
         raise InspectLoadError(f"--benchmark inspect:{spec}: cannot import {ref}: no module named '{ref}'")
@@ -122,7 +122,7 @@ def _import(ref: str, spec: str) -> tuple[Any, Path]:
         return module, Path(module.__file__ or ".").resolve().parent
     except InspectLoadError:
         raise
-    except Exception as e:  # any import-time failure of the user's module is bad input
+    except Exception as e:  # noqa: BLE001 - any import-time failure of the user's module is bad input
         raise InspectLoadError(f"--benchmark inspect:{spec}: cannot import {ref}: {type(e).__name__}: {e}") from None
 
 
@@ -131,7 +131,7 @@ def _is_task_fn(v: Any) -> bool:
         from inspect_ai._util.registry import is_registry_object
 
         return callable(v) and is_registry_object(v, type="task")
-    except Exception:  # registry internals moved: listing names is only a courtesy
+    except Exception:  # noqa: BLE001 - registry internals moved: listing names is only a courtesy
         return False
 
 

@@ -40,10 +40,10 @@ def score_inspect(task: Task, sb: Sandbox, transcript: Transcript | None, timeou
     try:
         scores = asyncio.run(asyncio.wait_for(_run_scorers(lt.task.scorer, state, sample, sb, task.workdir),
                                               timeout_s))
-    except (TimeoutError, asyncio.TimeoutError):
+    except TimeoutError:
         return Verdict(0.0, "timeout", failure_mode="test_timeout",
                        error=f"inspect scorers ran past {timeout_s:.0f} s"), "", None
-    except Exception as e:  # the task's own scorer failed: an error trial, not a 0
+    except Exception as e:  # noqa: BLE001 - the task's own scorer failed: an error trial, not a 0
         return Verdict(None, "error", failure_mode="scorer_error", error=f"inspect scorer raised {type(e).__name__}: {e}"), "", None
     floats = {name: to_float(s.value) for name, s in scores.items()}
     output = json.dumps({name: {"value": s.value, "answer": s.answer, "explanation": s.explanation,
@@ -57,8 +57,11 @@ def score_inspect(task: Task, sb: Sandbox, transcript: Transcript | None, timeou
 async def _run_scorers(scorers: list[Any], state: Any, sample: Any, sb: Sandbox, workdir: str | None) -> dict[str, Any]:
     from inspect_ai._util.registry import registry_unqualified_name
     from inspect_ai.scorer import Target
-    from inspect_ai.util._sandbox.context import (sandbox_default_context_var, sandbox_environments_context_var,
-                                                  sandbox_with_environments_context_var)
+    from inspect_ai.util._sandbox.context import (
+        sandbox_default_context_var,
+        sandbox_environments_context_var,
+        sandbox_with_environments_context_var,
+    )
 
     from metaopt.sandbox.inspect_env import MetaoptSandboxEnvironment
 
@@ -72,7 +75,7 @@ async def _run_scorers(scorers: list[Any], state: Any, sample: Any, sb: Sandbox,
     for i, scorer in enumerate(scorers):
         try:
             name = registry_unqualified_name(scorer)
-        except Exception:  # a plain function that was never registered
+        except Exception:  # noqa: BLE001 - a plain function that was never registered
             name = f"scorer_{i}"
         score = await scorer(state, target)
         if score is None:
@@ -115,8 +118,7 @@ def _input_messages(sample: Any) -> list[Any]:
 
 def chat_messages(messages: list[Message]) -> list[Any]:
     """Our transcript as inspect ChatMessages (reasoning dropped; tool results one message each)."""
-    from inspect_ai.model import (ChatMessageAssistant, ChatMessageSystem, ChatMessageTool,
-                                  ChatMessageUser)
+    from inspect_ai.model import ChatMessageAssistant, ChatMessageSystem, ChatMessageTool, ChatMessageUser
     from inspect_ai.tool import ToolCall, ToolCallError
 
     out: list[Any] = []

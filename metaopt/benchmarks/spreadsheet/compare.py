@@ -95,15 +95,16 @@ def parse_range(text: str, sheet: str | None = None) -> Area:
         raise AnswerPositionError(f"cannot read range {text.strip()!r}")
     b = b or a
     ma, mb = _CELL.match(a), _CELL.match(b)
+    ca, cb, ra, rb = _COLS.match(a), _COLS.match(b), _ROWS.match(a), _ROWS.match(b)
     if ma and mb:
         c1, r1, c2, r2 = col_index(ma[1]), int(ma[2]), col_index(mb[1]), int(mb[2])
-    elif ma and _ROWS.match(b):
-        c1, r1, c2, r2 = col_index(ma[1]), int(ma[2]), col_index(ma[1]), int(_ROWS.match(b)[1])
-    elif _COLS.match(a) and _COLS.match(b):
-        lo, hi = sorted((col_index(_COLS.match(a)[1]), col_index(_COLS.match(b)[1])))
+    elif ma and rb:
+        c1, r1, c2, r2 = col_index(ma[1]), int(ma[2]), col_index(ma[1]), int(rb[1])
+    elif ca and cb:
+        lo, hi = sorted((col_index(ca[1]), col_index(cb[1])))
         return Area(sheet, lo, hi, None, None)
-    elif _ROWS.match(a) and _ROWS.match(b):
-        lo, hi = sorted((int(_ROWS.match(a)[1]), int(_ROWS.match(b)[1])))
+    elif ra and rb:
+        lo, hi = sorted((int(ra[1]), int(rb[1])))
         return Area(sheet, 1, 16384, lo, hi)  # bounded by used columns at comparison time
     else:
         raise AnswerPositionError(f"cannot read range {text.strip()!r}")

@@ -29,8 +29,8 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import compare  # noqa: E402  (the file next to this one)
-import openpyxl  # noqa: E402
+import compare
+import openpyxl
 
 RECALC_TIMEOUT_S = 120
 
@@ -191,8 +191,8 @@ def evaluate(cfg: dict) -> dict:
 def report(result: dict) -> str:
     if result.get("error"):
         return f"scorer error: {result['error']}"
-    lines = [f"SpreadsheetBench {result['task_id']}: soft {result['soft']:.3f} hard {result['hard']:.0f} "
-             f"(recalculated: {'yes' if result['recalculated'] else 'no'})"]
+    lines = [(f"SpreadsheetBench {result['task_id']}: soft {result['soft']:.3f} hard {result['hard']:.0f} "
+             f"(recalculated: {'yes' if result['recalculated'] else 'no'})")]
     if result.get("note"):
         lines.append(f"note: {result['note']}")
     for c in result["cases"]:

@@ -35,7 +35,7 @@ MONTHS = ["January", "February", "March", "April", "May", "June", "July", "Augus
 
 def _wb(title: str, rows: list[list]) -> openpyxl.Workbook:
     wb = openpyxl.Workbook()
-    ws = wb.active
+    ws = wb.worksheets[0]  # a new workbook's one (active) sheet
     ws.title = title
     for r in rows:
         ws.append(r)

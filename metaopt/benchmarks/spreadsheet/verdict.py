@@ -41,7 +41,7 @@ def score_spreadsheet(result_json: bytes | None, output: str) -> Verdict:
     try:
         res = json.loads(result_json)
         if not isinstance(res, dict):
-            raise ValueError("not an object")
+            raise ValueError("not an object")  # noqa: TRY004 - caught just below with the other malformed-result errors
         if res.get("error"):
             return Verdict(None, "error", failure_mode="scorer_error", error=f"spreadsheet scorer: {res['error']}")
         cases = res["cases"]

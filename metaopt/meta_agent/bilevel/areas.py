@@ -39,7 +39,7 @@ def changes(parent: Harness, child: Harness) -> tuple[list[str], list[str]]:
 
 
 def area_of(kind: str) -> str:
-    head, _, rest = kind.partition(".")
+    head, _, _rest = kind.partition(".")
     if head == "model":
         return "model"
     if kind.startswith("routing.roles.") and kind.endswith(".prompt"):

@@ -17,28 +17,28 @@ class BilevelConfig(BaseModel):
     registered strategy (meta_agent.strategies.STRATEGIES) other than bilevel, e.g. greedy or pareto."""
     builtins: list[str] = ["tabu", "bandit", "explore"]
     """Registered mechanisms (built-in or a plugin's: meta_agent.mechanisms.MECHANISMS) active from the start."""
-    level15_every: int = Field(3, ge=1)
+    level15_every: int = Field(default=3, ge=1)
     """Level 1.5 adjusts the search parameters every N iterations."""
-    level2_every: int = Field(4, ge=1)
+    level2_every: int = Field(default=4, ge=1)
     """Level 2 writes a mechanism every M iterations (when no generated mechanism is on trial)."""
-    max_explore_rate: float = Field(0.5, ge=0, le=1)
+    max_explore_rate: float = Field(default=0.5, ge=0, le=1)
     """Level 1.5 raises the chance of extending a random kept candidate (instead of the strategy's pick)
     on a plateau, up to this (0: never)."""
     level2_model: str | None = None
     """Model of the Level-2 sessions: None = the meta-model when it names one (heuristic: no Level 2);
     'none' switches Level 2 off."""
-    level2_rounds: int = Field(3, ge=0)
+    level2_rounds: int = Field(default=3, ge=0)
     """Level-2 sessions per experiment at most."""
     host: Literal["auto", "process", "docker"] = "auto"
     """Where generated mechanisms run: a sandboxed child process, or a container (auto: docker when the
     experiment runs its trials in Docker)."""
-    call_timeout_s: float = Field(2.0, gt=0)
+    call_timeout_s: float = Field(default=2.0, gt=0)
     """A hook call that takes longer switches its mechanism off."""
-    window: int = Field(2, ge=1)
+    window: int = Field(default=2, ge=1)
     """Iterations per judgement window (with / without the mechanism)."""
-    judge_pairs: int = Field(2, ge=1)
+    judge_pairs: int = Field(default=2, ge=1)
     """On/off window pairs a generated mechanism is judged on at most."""
-    record_chars: int = Field(16_000, ge=2_000)
+    record_chars: int = Field(default=16_000, ge=2_000)
     """Size of the record a Level-2 session reads."""
 
     @field_validator("base")

@@ -30,12 +30,12 @@ def level2_model(exp: Any) -> tuple[Any, str]:
         return None, (f"off: the meta-model is '{exp.cfg.meta_model}' (no model to write code); Level 1.5 and "
                       "the built-in mechanisms only")
     shared = getattr(exp.proposer, "model", None)
-    if name is None or (shared is not None and getattr(shared, "name", None) == name):
+    if shared is not None and (name is None or getattr(shared, "name", None) == name):
         model = shared  # one meta-model: its conversations share one client (and one fake script)
-    else:
+    else:  # a Level-2 model of its own, or a proposer that holds no model client
         from metaopt.task_agent.models import get_model
 
-        model = get_model(name, base_url=exp.cfg.base_url)
+        model = get_model(name or exp.cfg.meta_model, base_url=exp.cfg.base_url)
     return model, f"every {exp.cfg.bilevel.level2_every} iterations with {model.name}"
 
 
@@ -98,13 +98,14 @@ def level2_round(search: Any, views: list) -> None:
         _rows(search, h, steps, k)
         bad = next((x for x in steps if not x.ok), None)
         if bad or src != s.source:
-            why = f"{bad.step}: {bad.reason}" if bad else f"spec: {spec_mismatch(s.spec, steps)}"
+            why = (f"{bad.step}: {bad.reason}" if bad else
+                   f"spec: {spec_mismatch(s.spec, steps) if s.spec else 'no spec was parsed'}")
             search.reg.set_status(h, "refused", why)
     h = source_hash(s.source) if s.source else None
     store.insert(Level2Session(session_id=sid, experiment_id=eid, round=n, iteration=it, model=search.model.name,
                                outcome=s.outcome, errors=s.errors, spec=spec, mechanism_hash=h,
                                messages=s.transcript(), usd=s.usd, started_at=started, finished_at=now()))
-    if s.outcome != "module":
+    if s.outcome != "module" or h is None or s.source is None:  # a module always has its source
         exp.say(f"  level 2: {s.outcome}: {' | '.join(s.errors)[:300]}")
         return
     row = search.reg.row(h)
@@ -127,7 +128,7 @@ def _climb(search: Any, h: str, source: str, views: list, attempt: int) -> None:
                      base.candidate_id, _preview(search, base), cfg.call_timeout_s)
     step, state = contract_step(host, li, hooks)
     steps = [step]
-    if step.ok:
+    if step.ok and state is not None:  # a passed contract step always returns its state
         steps.append(dry_run_step(host, li, hooks, functions, state, step))
     if not steps[-1].ok:
         host.close()

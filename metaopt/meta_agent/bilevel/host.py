@@ -139,6 +139,8 @@ class ProcessHost(_Host):
                           else f"process ({memory_mb} MiB, {cpu_s} CPU-s; shares this user and the network: "
                                f"{'not root' if os.geteuid() else 'no python3 that user nobody can run'})")
 
+        libc = ctypes.CDLL(None, use_errno=True) if root else None  # loaded here: no dlopen in the forked child
+
         def limits() -> None:  # in the child, before exec
             mem = memory_mb * 2**20
             resource.setrlimit(resource.RLIMIT_AS, (mem, mem))
@@ -146,8 +148,8 @@ class ProcessHost(_Host):
             resource.setrlimit(resource.RLIMIT_FSIZE, (0, 0))
             resource.setrlimit(resource.RLIMIT_NOFILE, (32, 32))
             resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-            if root:
-                if ctypes.CDLL(None, use_errno=True).unshare(CLONE_NEWNET) != 0:
+            if libc is not None:
+                if libc.unshare(CLONE_NEWNET) != 0:
                     os._exit(97)
                 os.setgroups([])
                 os.setgid(NOBODY)
@@ -156,7 +158,7 @@ class ProcessHost(_Host):
         self._proc = subprocess.Popen(
             [python, "-I", "-S", str(self._dir / "host_main.py"), str(self._dir / "mechanism.py")],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd=self._dir, env={},
-            preexec_fn=limits, close_fds=True)
+            preexec_fn=limits, close_fds=True)  # noqa: PLW1509 - rlimits and user need a hook; it only makes syscalls
         super().__init__(start_timeout)
 
     def _send(self, data: bytes) -> None:
@@ -257,10 +259,10 @@ class BuiltinHost:
             if hook == "__reset__":
                 self._obj = self._cls()
                 return Reply("ok")
-            args = json.loads(json.dumps(list(args)))
+            call_args = json.loads(json.dumps(list(args)))
             if hook == "select_parent":
-                args = [args[0], random.Random(int(args[1]["seed"]))]
-            value = json.loads(json.dumps(getattr(self._obj, hook)(*args)))
+                call_args = [call_args[0], random.Random(int(call_args[1]["seed"]))]
+            value = json.loads(json.dumps(getattr(self._obj, hook)(*call_args)))
         except Exception as e:  # noqa: BLE001 - a raising hook is a reply
             return Reply("raised", error=f"{type(e).__name__}: {e}", ms=(time.monotonic() - t0) * 1000)
         problem = check_output(hook, value, offered)

@@ -19,7 +19,7 @@ import math
 import random
 import statistics
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from metaopt.meta_agent.gate import t_quantile
 
@@ -34,7 +34,7 @@ RULE = ("mechanism judgement: search progress = confirmed validation gain (the s
 
 @dataclass(frozen=True)
 class Verdict:
-    outcome: str  # keep | roll_back | undecided | continue
+    outcome: Literal["keep", "roll_back", "undecided", "continue"]
     reason: str
     n_pairs: int
     mean_diff: float | None = None
@@ -96,13 +96,13 @@ def judge(wins: list[dict[str, Any]], max_pairs: int, final: bool = False) -> Ve
         half = t_quantile(LEVEL, n - 1) * sd / math.sqrt(n)
         lo, hi = mean - half, mean + half
     fig = f"mean d = {mean:+.5f} per trial over {n} pair(s)" + (f", 90% CI [{lo:+.5f}, {hi:+.5f}]" if lo is not None else "")
-    if lo is not None and hi < 0:
+    if lo is not None and hi is not None and hi < 0:
         return Verdict("roll_back", f"slower search with it: {fig}", n, mean, lo, hi)
     if lo is not None and lo > 0:
         return Verdict("keep", f"faster search with it: {fig}", n, mean, lo, hi)
     if n < max_pairs and not final:
         return Verdict("continue", f"not clear yet: {fig}", n, mean, lo, hi)
-    note = " (by point estimate; not significant)" if lo is None or lo <= 0 <= hi else ""
+    note = " (by point estimate; not significant)" if lo is None or hi is None or lo <= 0 <= hi else ""
     if mean > 0:
         return Verdict("keep", f"more gain per trial with it{note}: {fig}", n, mean, lo, hi)
     return Verdict("roll_back", f"no gain per trial from it{note}: {fig}", n, mean, lo, hi)

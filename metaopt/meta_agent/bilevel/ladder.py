@@ -22,11 +22,12 @@ from __future__ import annotations
 
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from metaopt.core.errors import CheckFailed
-from metaopt.meta_agent.bilevel.snapshot import Snapshot, context  # noqa: F401 (Snapshot: LadderInput.snap)
+from metaopt.meta_agent.bilevel.snapshot import Snapshot, context
 from metaopt.meta_agent.bilevel.static import Step
 
 

@@ -17,11 +17,13 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from metaopt.meta_agent.bilevel.records import SessionOutcome
 from metaopt.meta_agent.bilevel.static import Step
 from metaopt.meta_agent.mechanisms import MECHANISMS, builtin_source, protocol_source
 from metaopt.meta_agent.mechanisms.protocol import HOOKS, NAME, OPTIONAL, REQUIRED
@@ -120,7 +122,7 @@ class MechanismSpec(BaseModel):
 
 @dataclass
 class Session:
-    outcome: str  # module | spec_error | code_error | model_error
+    outcome: SessionOutcome
     messages: list[Message]
     spec: MechanismSpec | None = None
     source: str | None = None
@@ -141,7 +143,7 @@ def parse_spec(text: str) -> MechanismSpec:
     except json.JSONDecodeError as e:
         raise ValueError(f"not a JSON object ({e.msg} at line {e.lineno} column {e.colno})") from None
     if not isinstance(data, dict):
-        raise ValueError(f"the spec must be a JSON object, got {type(data).__name__}")
+        raise ValueError(f"the spec must be a JSON object, got {type(data).__name__}")  # noqa: TRY004 - malformed input data: callers catch ValueError
     try:
         return MechanismSpec.model_validate(data)
     except ValidationError as e:
@@ -207,7 +209,9 @@ def run_session(model: Any, record: str, proposer: dict[str, Any], static: Calla
                     s.outcome = "spec_error"
                     return s
                 reply = ask(REPAIR_SPEC.format(error=e), "specify")
-        reply = ask(GENERATE.format(name=s.spec.name, hooks=", ".join(s.spec.hooks),
+        spec = s.spec
+        assert spec is not None  # the loop above returns unless a spec parsed
+        reply = ask(GENERATE.format(name=spec.name, hooks=", ".join(spec.hooks),
                                     allowed=", ".join(sorted(ALLOWED_IMPORTS - {"__future__"}))), "generate")
         for turn in range(2):
             try:
@@ -218,7 +222,7 @@ def run_session(model: Any, record: str, proposer: dict[str, Any], static: Calla
                 steps = static(source)
                 s.attempts.append((source, steps))
                 bad = next((x for x in steps if not x.ok), None)
-                mismatch = spec_mismatch(s.spec, steps) if bad is None else None
+                mismatch = spec_mismatch(spec, steps) if bad is None else None
                 if bad is None and mismatch is None:
                     s.outcome, s.source = "module", source
                     return s

@@ -6,8 +6,9 @@ is closed and a new active-set row points back at the hashes that were active wi
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from metaopt.meta_agent.bilevel.host import Reply
 from metaopt.meta_agent.bilevel.records import ActiveSet, HookCall, MechanismRow

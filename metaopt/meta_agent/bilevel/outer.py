@@ -210,6 +210,8 @@ class BilevelSearch:
 
     def _judge(self, final: bool) -> None:
         h, plan = self.trial, self.plan
+        if h is None or plan is None:
+            raise RuntimeError("judging with no mechanism on trial")
         wins = judge.windows(plan, self.snap().history, self.iteration + (1 if final else 0))
         v = judge.judge(wins, self.cfg.judge_pairs, final=final)
         if v.outcome == "continue":

@@ -19,9 +19,9 @@ def record_text(store: Store, experiment_id: str, snap: Snapshot, *, proposer: d
     gates: dict[str, list[GateDecision]] = {}
     for g in store.select(GateDecision, "experiment_id = ?", [experiment_id], order="decided_at"):
         gates.setdefault(g.candidate_id, []).append(g)
-    head = [f"Iteration {iteration}; {len(snap.history)} candidate(s) so far, {snap.trials_spent} trials spent. "
+    head = [(f"Iteration {iteration}; {len(snap.history)} candidate(s) so far, {snap.trials_spent} trials spent. "
             f"The proposer is '{proposer['name']}' (takes text guidance: {proposer['takes_guidance']}; can change: "
-            f"{', '.join(proposer['areas'])})."]
+            f"{', '.join(proposer['areas'])}).")]
     tail = [_search(store, experiment_id), _mechanisms(store, experiment_id), _sessions(store, experiment_id),
             _transcripts(store, experiment_id)]
     for diff_chars in (1500, 600, 200, 0):
@@ -36,9 +36,9 @@ def record_text(store: Store, experiment_id: str, snap: Snapshot, *, proposer: d
 def _candidate(c: dict[str, Any], gates: list[GateDecision], snap: Snapshot, diff_chars: int) -> str:
     val = "-" if c["val_mean"] is None else f"{c['val_mean']:.3f}"
     delta = "" if c["val_delta"] is None else f", validation delta {c['val_delta']:+.3f}"
-    lines = [f"### {c['id']} (iteration {c['iteration']}, parent {c['parent_id'] or '-'}, by {c['proposer'] or '-'}): "
+    lines = [(f"### {c['id']} (iteration {c['iteration']}, parent {c['parent_id'] or '-'}, by {c['proposer'] or '-'}): "
              f"{c['status']}; validation mean {val}{delta}; {c['trials']} trials; changed "
-             f"{', '.join(c['kinds']) or 'nothing (baseline)'}"]
+             f"{', '.join(c['kinds']) or 'nothing (baseline)'}")]
     if c["reason"]:
         lines.append(f"why: {c['reason']}")
     if c["rationale"]:

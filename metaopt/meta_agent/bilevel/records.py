@@ -10,7 +10,10 @@ from typing import Any, Literal
 
 from pydantic import Field
 
+from metaopt.meta_agent.bilevel.static import CheckStep
 from metaopt.traces.records import Record
+
+SessionOutcome = Literal["module", "spec_error", "code_error", "model_error"]
 
 MechanismStatus = Literal["builtin", "validating", "refused", "on_trial", "kept", "rolled_back", "off"]
 
@@ -36,7 +39,7 @@ class MechanismRow(Record, table="mechanisms"):
 class MechanismCheck(Record, table="mechanism_checks"):
     experiment_id: str
     mechanism_hash: str
-    step: Literal["parse", "imports", "contract", "dry_run"]
+    step: CheckStep
     attempt: int = 1
     ok: bool
     reason: str
@@ -104,7 +107,7 @@ class Level2Session(Record, table="level2_sessions"):
     round: int
     iteration: int
     model: str
-    outcome: Literal["module", "spec_error", "code_error", "model_error"]
+    outcome: SessionOutcome
     errors: list[str] = Field(default_factory=list)
     spec: dict[str, Any] | None = None
     mechanism_hash: str | None = None

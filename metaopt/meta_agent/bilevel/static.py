@@ -14,10 +14,16 @@ from __future__ import annotations
 
 import ast
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
-from metaopt.meta_agent.mechanisms.protocol import (ALLOWED_IMPORTS, DUNDERS_ALLOWED, FORBIDDEN_NAMES, NAME,
-                                            OPTIONAL, REQUIRED)
+from metaopt.meta_agent.mechanisms.protocol import (
+    ALLOWED_IMPORTS,
+    DUNDERS_ALLOWED,
+    FORBIDDEN_NAMES,
+    NAME,
+    OPTIONAL,
+    REQUIRED,
+)
 
 MAX_CHARS = 30_000
 ARITY = {"on_result": 3, "guidance": 1, "select_parent": 2, "filter": 2, "state_dict": 0, "load_state_dict": 1}
@@ -26,10 +32,13 @@ INTROSPECTION = frozenset({
     "cr_code", "ag_frame", "ag_code", "tb_frame", "tb_next", "co_code", "co_consts", "func_globals",
     "with_traceback"})
 
+CheckStep = Literal["parse", "imports", "contract", "dry_run"]
+"""The ladder's steps, in order (mechanism_checks.step)."""
+
 
 @dataclass(frozen=True)
 class Step:
-    step: str
+    step: CheckStep
     ok: bool
     reason: str
     detail: dict[str, Any] = field(default_factory=dict)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import signal
 from pathlib import Path
-from typing import Any, NoReturn, Optional
+from typing import Any, NoReturn
 
 import typer
 from pydantic import BaseModel, ValidationError
@@ -45,7 +45,7 @@ def build(config: type[BaseModel], flags: dict[str, str], /, **values: Any) -> A
                         field=flags.get(field, f"--{field.replace('_', '-')}") if field else None) from None
 
 
-def split_ids(text: Optional[str]) -> list[str] | None:
+def split_ids(text: str | None) -> list[str] | None:
     """'a, b,c' -> ['a', 'b', 'c']; None or empty -> None."""
     ids = [t.strip() for t in (text or "").split(",") if t.strip()]
     return ids or None
@@ -56,7 +56,7 @@ EXECUTOR_HELP = ("Where trials run: local (a thread pool on this machine) or ray
 RAY_ADDRESS_HELP = "The Ray cluster for --executor ray: the head's host:port (default: RAY_ADDRESS, else a new local Ray)."
 
 
-def backend(image_map: Optional[Path] = None, executor: str = "local"):
+def backend(image_map: Path | None = None, executor: str = "local"):
     """The Docker backend (checked now: no daemon is one line, exit 2). With --executor ray the
     nodes have the daemons: without one here, only the image map is kept (for the nodes)."""
     from types import SimpleNamespace
@@ -79,7 +79,7 @@ def backend(image_map: Optional[Path] = None, executor: str = "local"):
     return b
 
 
-def executor_for(name: str, ray_address: Optional[str], docker: Any):
+def executor_for(name: str, ray_address: str | None, docker: Any):
     """None (run_eval's local pool) or the connected executor `name` (UserError naming the flag)."""
     from metaopt.evaluation.executor import make_executor
 
@@ -94,7 +94,7 @@ def tracing(store):
 
 def sigterm_as_interrupt() -> None:
     """SIGTERM takes the same path as Ctrl-C: containers removed, finished trials kept."""
-    def handler(signum, frame):  # noqa: ARG001
+    def handler(signum, frame):
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, handler)

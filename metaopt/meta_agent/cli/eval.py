@@ -4,14 +4,26 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Optional
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
-from metaopt.meta_agent.cli.common import (DB, EXECUTOR_HELP, GPUS_HELP, RAY_ADDRESS_HELP, backend, build, err, executor_for,
-                                   progress, sigterm_as_interrupt, split_ids, tracing)
+from metaopt.meta_agent.cli.common import (
+    DB,
+    EXECUTOR_HELP,
+    GPUS_HELP,
+    RAY_ADDRESS_HELP,
+    backend,
+    build,
+    err,
+    executor_for,
+    progress,
+    sigterm_as_interrupt,
+    split_ids,
+    tracing,
+)
+
 
 def _default(field: str):
     from metaopt.evaluation.config import EvalConfig
@@ -26,20 +38,20 @@ MODELS_HELP = ("Run the harness agent with this model: provider/model (anthropic
 
 def eval_cmd(
     benchmark: str = typer.Option(..., "--benchmark", "-b", help="Benchmark name (see `metaopt benchmarks list`)."),
-    dataset: Optional[Path] = typer.Option(None, "--dataset", help="Task directory or directory of tasks."),
-    agent: Optional[str] = typer.Option(None, "--agent", help="oracle (the task's own solution) or nop (does nothing); default oracle unless --model is given."),
-    model: Optional[str] = typer.Option(None, "--model", "-m", help=MODELS_HELP),
-    harness: Optional[str] = typer.Option(None, "--harness", help="Harness folder, or the name of a shipped one (baseline, minimal). Default: baseline."),
-    base_url: Optional[str] = typer.Option(None, "--base-url", help="Server for openai-compatible/ models (else OPENAI_BASE_URL)."),
-    tasks: Optional[str] = typer.Option(None, "--tasks", help="Comma-separated task ids (default: all)."),
+    dataset: Path | None = typer.Option(None, "--dataset", help="Task directory or directory of tasks."),
+    agent: str | None = typer.Option(None, "--agent", help="oracle (the task's own solution) or nop (does nothing); default oracle unless --model is given."),
+    model: str | None = typer.Option(None, "--model", "-m", help=MODELS_HELP),
+    harness: str | None = typer.Option(None, "--harness", help="Harness folder, or the name of a shipped one (baseline, minimal). Default: baseline."),
+    base_url: str | None = typer.Option(None, "--base-url", help="Server for openai-compatible/ models (else OPENAI_BASE_URL)."),
+    tasks: str | None = typer.Option(None, "--tasks", help="Comma-separated task ids (default: all)."),
     trials: int = typer.Option(_default("trials"), "--trials", "-k", help="Attempts per task."),
     concurrency: int = typer.Option(_default("concurrency"), "--concurrency", "-j", help="Trials running at once."),
     timeout_multiplier: float = typer.Option(_default("timeout_multiplier"), "--timeout-multiplier",
                                              help="Scale agent and verifier timeouts (scores are comparable only at 1.0)."),
-    image_map: Optional[Path] = typer.Option(None, "--image-map", help="YAML file mapping unpullable FROM images to local ones."),
-    gpus: Optional[int] = typer.Option(None, "--gpus", help=GPUS_HELP),
+    image_map: Path | None = typer.Option(None, "--image-map", help="YAML file mapping unpullable FROM images to local ones."),
+    gpus: int | None = typer.Option(None, "--gpus", help=GPUS_HELP),
     executor: str = typer.Option(_default("executor"), "--executor", help=EXECUTOR_HELP),
-    ray_address: Optional[str] = typer.Option(None, "--ray-address", help=RAY_ADDRESS_HELP),
+    ray_address: str | None = typer.Option(None, "--ray-address", help=RAY_ADDRESS_HELP),
     db: Path = DB,
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object with the results on stdout."),
 ) -> None:

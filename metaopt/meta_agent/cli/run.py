@@ -4,47 +4,59 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Optional
 
 import typer
 from rich.console import Console
 
-from metaopt.meta_agent.cli.common import (DB, EXECUTOR_HELP, GPUS_HELP, RAY_ADDRESS_HELP, backend, build, err, executor_for,
-                                   progress, sigterm_as_interrupt, split_ids, tracing)
+from metaopt.meta_agent.cli.common import (
+    DB,
+    EXECUTOR_HELP,
+    GPUS_HELP,
+    RAY_ADDRESS_HELP,
+    backend,
+    build,
+    err,
+    executor_for,
+    fail,
+    progress,
+    sigterm_as_interrupt,
+    split_ids,
+    tracing,
+)
 from metaopt.meta_agent.config import default
 
 FLAGS = {"time_limit_s": "--time-limit", "split": "--split", "bilevel": "--bilevel-set", "gate": "--gate-set"}
 
 
 def run_cmd(
-    benchmark: Optional[str] = typer.Option(None, "--benchmark", "-b", help="Benchmark name (not needed with --resume)."),
-    dataset: Optional[Path] = typer.Option(None, "--dataset", help="Task directory or directory of tasks."),
-    tasks: Optional[str] = typer.Option(None, "--tasks", help="Comma-separated task ids to run on (then split as usual; default: all)."),
+    benchmark: str | None = typer.Option(None, "--benchmark", "-b", help="Benchmark name (not needed with --resume)."),
+    dataset: Path | None = typer.Option(None, "--dataset", help="Task directory or directory of tasks."),
+    tasks: str | None = typer.Option(None, "--tasks", help="Comma-separated task ids to run on (then split as usual; default: all)."),
     harness: str = typer.Option("baseline", "--harness", help="Starting harness: a folder or a shipped name."),
-    model: Optional[str] = typer.Option(None, "--model", "-m", help="Task model, provider/model (e.g. fake/solution)."),
+    model: str | None = typer.Option(None, "--model", "-m", help="Task model, provider/model (e.g. fake/solution)."),
     meta_model: str = typer.Option(default("meta_model"), "--meta-model", help="heuristic (no model), or provider/model for the llm meta-agent (e.g. anthropic/claude-opus-4-1, fake/script:PATH)."),
     strategy: str = typer.Option(default("strategy"), "--strategy", help="greedy (extend the incumbent), pareto (per-task frontier, with merges) or bilevel (search mechanisms steer greedy; Level 2 writes new ones)."),
-    level2_model: Optional[str] = typer.Option(None, "--level2-model", help="bilevel: model of the Level-2 sessions that write mechanisms (default: the meta-model when it names one; 'none': off)."),
-    bilevel_set: Optional[list[str]] = typer.Option(None, "--bilevel-set", help="bilevel: KEY=VALUE for a BilevelConfig field (repeatable), e.g. level2_every=2, window=1, judge_pairs=1, host=process, builtins=[tabu]."),
-    gate_set: Optional[list[str]] = typer.Option(None, "--gate-set", help="KEY=VALUE for a staged-gate setting (SequentialRule; repeatable), e.g. alpha=0.1, select_looks=2, min_effect=0.1. Stored for --resume."),
+    level2_model: str | None = typer.Option(None, "--level2-model", help="bilevel: model of the Level-2 sessions that write mechanisms (default: the meta-model when it names one; 'none': off)."),
+    bilevel_set: list[str] | None = typer.Option(None, "--bilevel-set", help="bilevel: KEY=VALUE for a BilevelConfig field (repeatable), e.g. level2_every=2, window=1, judge_pairs=1, host=process, builtins=[tabu]."),
+    gate_set: list[str] | None = typer.Option(None, "--gate-set", help="KEY=VALUE for a staged-gate setting (SequentialRule; repeatable), e.g. alpha=0.1, select_looks=2, min_effect=0.1. Stored for --resume."),
     trials: int = typer.Option(default("trials"), "--trials", "-k", help="Trials per task and candidate (K)."),
     seed: int = typer.Option(default("seed"), "--seed", help="Seed of the split and the strategy."),
     split: str = typer.Option(",".join(str(f) for f in default("split")), "--split", help="train,validation,test fractions."),
-    budget_usd: Optional[float] = typer.Option(None, "--budget-usd", help="Stop when task + meta spend reach this."),
-    max_trials: Optional[int] = typer.Option(None, "--max-trials", help="Stop after this many trials."),
+    budget_usd: float | None = typer.Option(None, "--budget-usd", help="Stop when task + meta spend reach this."),
+    max_trials: int | None = typer.Option(None, "--max-trials", help="Stop after this many trials."),
     max_iterations: int = typer.Option(default("max_iterations"), "--max-iterations", help="Proposals at most."),
-    time_limit: Optional[float] = typer.Option(None, "--time-limit", help="Stop after this many seconds."),
-    target_score: Optional[float] = typer.Option(None, "--target-score", help="Stop when validation reaches it."),
+    time_limit: float | None = typer.Option(None, "--time-limit", help="Stop after this many seconds."),
+    target_score: float | None = typer.Option(None, "--target-score", help="Stop when validation reaches it."),
     plateau: int = typer.Option(default("plateau"), "--plateau", help="Stop after this many proposals without a gain."),
     allow_model_changes: bool = typer.Option(False, "--allow-model-changes", help="Let revisions change model knobs."),
     canary: bool = typer.Option(True, "--canary/--no-canary",
                                 help="Smoke-run each candidate on the benchmark's canary tasks (only tampering passes them)."),
     concurrency: int = typer.Option(default("concurrency"), "--concurrency", "-j", help="Trials running at once."),
-    base_url: Optional[str] = typer.Option(None, "--base-url", help="Server for openai-compatible/ task models."),
-    gpus: Optional[int] = typer.Option(None, "--gpus", help=GPUS_HELP),
+    base_url: str | None = typer.Option(None, "--base-url", help="Server for openai-compatible/ task models."),
+    gpus: int | None = typer.Option(None, "--gpus", help=GPUS_HELP),
     executor: str = typer.Option(default("executor"), "--executor", help=EXECUTOR_HELP + " Stored for --resume."),
-    ray_address: Optional[str] = typer.Option(None, "--ray-address", help=RAY_ADDRESS_HELP + " With --resume: the stored cluster's new address."),
-    resume: Optional[str] = typer.Option(None, "--resume", help="Finish an interrupted experiment (with the options it was started with)."),
+    ray_address: str | None = typer.Option(None, "--ray-address", help=RAY_ADDRESS_HELP + " With --resume: the stored cluster's new address."),
+    resume: str | None = typer.Option(None, "--resume", help="Finish an interrupted experiment (with the options it was started with)."),
     db: Path = DB,
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object at the end."),
 ) -> None:
@@ -62,6 +74,8 @@ def run_cmd(
     if resume:
         record = find_experiment(db, resume)
         if record.status == "finished":  # nothing to resume: show what it found
+            if record.result is None:
+                fail(f"experiment {record.experiment_id} is finished but has no result stored")
             return _show(record.result, as_json)
         cfg = RunConfig.model_validate(record.config["run"])
         if ray_address:  # the cluster may have a new head since
@@ -88,11 +102,11 @@ def run_cmd(
     bar = bar_view.add_task("trials", total=None, last="")
     store = Store(db)
     trace = tracing(store)
-    hooks = dict(backend=docker, tracing=trace, executor=runner, on_trial=lambda r: bar_view.update(
+    hooks = {"backend": docker, "tracing": trace, "executor": runner, "on_trial": lambda r: bar_view.update(
         bar, advance=1, last=f"{r.split} {r.task_id}: {r.status}"),
-        on_event=lambda line: bar_view.console.print(line, highlight=False, markup=False))
+        "on_event": lambda line: bar_view.console.print(line, highlight=False, markup=False)}
     try:
-        experiment = (resume_experiment(record, store=store, **hooks) if resume
+        experiment = (resume_experiment(record, store=store, **hooks) if plan is None
                       else start_experiment(plan, store=store, **hooks))
     except BaseException as e:
         trace.shutdown()

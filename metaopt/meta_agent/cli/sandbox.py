@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Optional
-
 import typer
 
 from metaopt.meta_agent.cli.common import backend, err, fail
@@ -29,7 +27,7 @@ def sandbox_base(
 
 @sandbox_app.command("prune")
 def sandbox_prune(
-    run_id: Optional[str] = typer.Option(None, "--run", help="Only this run's containers."),
+    run_id: str | None = typer.Option(None, "--run", help="Only this run's containers."),
     images: bool = typer.Option(False, "--images", help="Also remove built task images."),
 ) -> None:
     """Remove every container, network and volume metaopt created (and optionally task images)."""

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Optional
 
 import typer
 from rich.console import Console
@@ -23,8 +22,8 @@ def _store(db: Path):
 
 
 @app.command("list")
-def list_cmd(run: Optional[str] = typer.Option(None, "--run", help="Only this run."),
-             status: Optional[str] = typer.Option(None, "--status", help="passed, failed, error, timeout or tampered."),
+def list_cmd(run: str | None = typer.Option(None, "--run", help="Only this run."),
+             status: str | None = typer.Option(None, "--status", help="passed, failed, error, timeout or tampered."),
              limit: int = typer.Option(50, "--limit", min=1), db: Path = DB,
              as_json: bool = typer.Option(False, "--json")) -> None:
     """Trials, newest first."""
@@ -95,7 +94,7 @@ def show_cmd(trial: str = typer.Argument(..., help="Trial id (see `metaopt trace
 
 
 @app.command("failures")
-def failures_cmd(run: Optional[str] = typer.Option(None, "--run"), db: Path = DB,
+def failures_cmd(run: str | None = typer.Option(None, "--run"), db: Path = DB,
                  as_json: bool = typer.Option(False, "--json")) -> None:
     """Failed, errored and timed-out trials grouped by cause."""
     from metaopt.traces.queries import failures

@@ -5,8 +5,9 @@ same functions in traces.explorer.queries; `--json` prints exactly what the endp
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any
 
 import typer
 from rich.console import Console
@@ -115,7 +116,7 @@ def experiment_cmd(experiment: str = typer.Argument(..., help="Experiment id."),
             out.print(escape(c["diff"]), highlight=False)
 
 
-def matrix_cmd(experiment: Optional[str] = typer.Argument(None, help="Experiment id (default: evaluation runs)."),
+def matrix_cmd(experiment: str | None = typer.Argument(None, help="Experiment id (default: evaluation runs)."),
                db: Path = DB, as_json: bool = JSON) -> None:
     """Task x candidate mean scores; + marks a task the candidate fixed, - one it broke."""
     from metaopt.traces.explorer.queries import matrix
@@ -151,7 +152,7 @@ def spans_cmd(trial: str = typer.Argument(..., help="Trial id."), db: Path = DB,
     out.print(t)
 
 
-def causes_cmd(experiment: Optional[str] = typer.Option(None, "--experiment"), run: Optional[str] = typer.Option(None, "--run"),
+def causes_cmd(experiment: str | None = typer.Option(None, "--experiment"), run: str | None = typer.Option(None, "--run"),
                db: Path = DB, as_json: bool = JSON) -> None:
     """Failed trials grouped by cause (verifier failure, timeout, turn limit, tool error, model / sandbox error)."""
     from metaopt.traces.explorer.queries import failure_causes

@@ -33,7 +33,7 @@ FORMATS = Registry("format", "metaopt.export_formats", {
 }, UnknownFormat, field="--format")
 FILES = Path(__file__).with_name("files")
 
-__all__ = ["ExportError", "ExportResult", "FORMATS", "export"]
+__all__ = ["FORMATS", "ExportError", "ExportResult", "export"]
 
 
 @dataclass

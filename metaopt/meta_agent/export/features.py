@@ -8,7 +8,7 @@ dropped silently.
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from metaopt.task_agent.harness import Harness
 
@@ -52,21 +52,21 @@ UNSUPPORTED: dict[str, dict[str, str]] = {
 
 # Differences every export of a format has, whatever the harness; listed in its README.
 NOTES: dict[str, list[str]] = {
-    "python": ["Shell tools run through the executor you pass; `LocalExecutor` carries the working directory and "
-               "exported variables between persistent calls, not shell functions or unexported variables."],
-    "inspect": ["The persistent shell is emulated over `sandbox().exec`: the working directory and exported "
-                "variables carry over between calls, shell functions and unexported variables do not."],
-    "openai-agents": ["A call to a tool the agent does not have ends the run with the SDK's ModelBehaviorError "
-                      "(the harness loop answers it with an error message instead).",
+    "python": [("Shell tools run through the executor you pass; `LocalExecutor` carries the working directory and "
+               "exported variables between persistent calls, not shell functions or unexported variables.")],
+    "inspect": [("The persistent shell is emulated over `sandbox().exec`: the working directory and exported "
+                "variables carry over between calls, shell functions and unexported variables do not.")],
+    "openai-agents": [("A call to a tool the agent does not have ends the run with the SDK's ModelBehaviorError "
+                      "(the harness loop answers it with an error message instead)."),
                       "Tool outputs carry no is_error flag on the wire (as with metaopt's own OpenAI client)."],
-    "claude-agent-sdk": ["Claude Code prefixes MCP tool names: the model sees `mcp__harness__<name>`; prompts that "
-                         "name tools still read naturally, but the names differ from the harness's.",
+    "claude-agent-sdk": [("Claude Code prefixes MCP tool names: the model sees `mcp__harness__<name>`; prompts that "
+                         "name tools still read naturally, but the names differ from the harness's."),
                          "Only Anthropic models run under Claude Code.",
-                         "The SDK's MCP server checks arguments against the tool's schema before the tool runs: "
-                         "invalid arguments get its `Input validation error: ...` instead of the harness's message.",
-                         "Claude Code puts its own line (\"You are a Claude agent, built on Anthropic's Claude Agent "
+                         ("The SDK's MCP server checks arguments against the tool's schema before the tool runs: "
+                         "invalid arguments get its `Input validation error: ...` instead of the harness's message."),
+                         ("Claude Code puts its own line (\"You are a Claude agent, built on Anthropic's Claude Agent "
                          "SDK.\") before the harness's system prompt and an environment reminder into the first user "
-                         "message."],
+                         "message.")],
 }
 
 

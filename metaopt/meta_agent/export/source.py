@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from metaopt.core.errors import ExportError
-from metaopt.task_agent.harness import Harness, HarnessError
+from metaopt.core.errors import ExportError, HarnessError
+from metaopt.task_agent.harness import Harness
 from metaopt.task_agent.harness_io import SHIPPED, load_harness
 
 
@@ -86,8 +86,8 @@ def provenance_markdown(src: Source) -> str:
     c, e = src.candidate, src.experiment or {}
     lines += [f"- candidate `{c['candidate_id']}` (iteration {c['iteration']}, status **{c['status']}**"
               + (f": {c['status_reason']}" if c.get("status_reason") else "") + ")",
-              f"- experiment `{c['experiment_id']}` on benchmark `{e.get('benchmark', '?')}` "
-              f"(status {e.get('status', '?')}, started {e.get('started_at', '?')})"]
+              (f"- experiment `{c['experiment_id']}` on benchmark `{e.get('benchmark', '?')}` "
+              f"(status {e.get('status', '?')}, started {e.get('started_at', '?')})")]
     if c.get("proposer"):
         lines.append(f"- proposed by `{c['proposer']}`: {c.get('rationale') or ''}")
     lines += ["", "### Scores", "", "| split | trials | mean score | errors |", "|---|---|---|---|"]

@@ -17,11 +17,11 @@ class Mechanism:
 
     def on_result(self, candidate, decision, ctx):
         if decision["stage"] == "filter":
-            return None  # dropped before any trial: says nothing about the area
+            return  # dropped before any trial: says nothing about the area
         for area in candidate["areas"]:
             self.pulls[area] = self.pulls.get(area, 0) + 1
             self.wins[area] = self.wins.get(area, 0) + (candidate["status"] == "accepted")
-        return None
+        return
 
     def choose(self, ctx):
         frozen = set(ctx["search"]["freeze"])

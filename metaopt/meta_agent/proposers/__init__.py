@@ -42,4 +42,4 @@ def get_proposer(name: str, meta_model: str | None = None, base_url: str | None 
     return PROPOSERS.load(name)(meta_model, base_url=base_url)
 
 
-__all__ = ["Evidence", "PROPOSERS", "Proposer", "Revision", "get_proposer", "proposer_name"]
+__all__ = ["PROPOSERS", "Evidence", "Proposer", "Revision", "get_proposer", "proposer_name"]

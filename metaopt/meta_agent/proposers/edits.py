@@ -22,8 +22,8 @@ import copy
 import re
 from typing import Any
 
-from metaopt.core.errors import EditError
-from metaopt.task_agent.harness import Harness, HarnessError
+from metaopt.core.errors import EditError, HarnessError
+from metaopt.task_agent.harness import Harness
 from metaopt.task_agent.harness_io import harness_from_data
 
 TOOL_FIELDS = ("kind", "description", "parameters", "template", "script", "session", "timeout_s",

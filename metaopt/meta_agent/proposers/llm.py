@@ -40,10 +40,11 @@ import time
 import types
 import typing
 import uuid
-from dataclasses import replace
-from pathlib import Path
 from collections.abc import Callable
-from typing import Any
+from dataclasses import replace
+from functools import partial
+from pathlib import Path
+from typing import Any, Literal
 
 from pydantic import BaseModel
 
@@ -68,7 +69,7 @@ class LLMProposer:
     takes_guidance = True  # Evidence.guidance goes into the opening prompt (the bilevel strategy reads this)
 
     def __init__(self, model: str | Model, base_url: str | None = None, *, max_turns: int | None = None,
-                 max_tokens: int | None = None, reasoning_effort: str | None = None,
+                 max_tokens: int | None = None, reasoning_effort: Literal["low", "medium", "high"] | None = None,
                  max_context_chars: int | None = None, profile: str | Profile | None = None,
                  temperature: float | None = None, on_event: Callable[[str], None] | None = None):
         """`model`: `provider/model` (or a Model object). The client is built now, so a missing
@@ -164,12 +165,8 @@ class LLMProposer:
             offered = [t.name for t in tools]
             withheld = set(p.tools) - set(offered) - EDIT_TOOLS - SUBMIT  # readers left out after a loop: not run
 
-            def answer(c: ToolCallPart) -> ToolResultPart:
-                if c.name in withheld:
-                    return _withheld(c, offered)
-                return _again(keys[id(c)], c, done) if c in repeats else _first(c, session, done)
-
-            results = [wrap(c, lambda c=c: answer(c)) for c in calls]
+            results = [wrap(c, partial(_answer, c, session, done, keys[id(c)], c in repeats, withheld, offered))
+                       for c in calls]
             edited = any(c.name in EDIT_TOOLS and not r.is_error and c not in repeats for c, r in zip(calls, results))
             for c, r in zip(calls, results):  # the draft's last refusal, kept until a new edit lands
                 if c.name in SUBMIT and r.is_error:
@@ -185,7 +182,7 @@ class LLMProposer:
                 last = results[-1]
                 results[-1] = last.model_copy(update={"response": last.response + f"\n\n[{left} turn(s) left: "
                                                       "call write_revision before they run out]"})
-            messages.append(Message(role="tool", parts=results))
+            messages.append(Message(role="tool", parts=[*results]))
             if len(repeats) == len(calls):  # a loop (small models at temperature 0): change the context
                 loops += 1
                 told, offer = _after_loop(session, refusal)
@@ -242,6 +239,14 @@ def _signature(call: ToolCallPart, session: Session) -> str:
     """A call's identity for repeat detection; a submission's includes the draft it would submit."""
     draft = "|" + "; ".join(session.draft.log) if call.name in SUBMIT else ""
     return call.name + json.dumps(call.arguments, sort_keys=True, default=str) + draft
+
+
+def _answer(call: ToolCallPart, session: Session, done: dict[str, str], key: str, repeat: bool,
+            withheld: set[str], offered: list[str]) -> ToolResultPart:
+    """One call's result: a withheld tool is not run, a repeat gets what it returned before."""
+    if call.name in withheld:
+        return _withheld(call, offered)
+    return _again(key, call, done) if repeat else _first(call, session, done)
 
 
 def _first(call: ToolCallPart, session: Session, done: dict[str, str]) -> ToolResultPart:

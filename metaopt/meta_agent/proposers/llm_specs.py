@@ -119,18 +119,18 @@ SPECS = {s.name: s for s in [
 SHORT = {
     "read_trial": ("Raw transcript of one failing trial, paged (pass next_offset).", ["trial_id", "offset"]),
     "read_harness": ("The parent harness as YAML.", []),
-    "history": ("Earlier candidates: change, status and why, claim check, train tasks fixed/broken. Validation and "
-                "test never per task.", []),
+    "history": (("Earlier candidates: change, status and why, claim check, train tasks fixed/broken. Validation and "
+                "test never per task."), []),
     "read_candidate": ("One earlier candidate: its diff, gate numbers, per-task train results.", ["candidate_id"]),
     "add_note": ("Add a notebook entry, kept for your next proposals.", ["text"]),
     "set_field": ("Set a harness field by dotted path, e.g. routing.limits.max_turns or tools.bash.timeout_s.",
                   ["path", "value"]),
-    "edit_prompt": ("Edit a prompt (system, task_template, verification, roles.NAME): replace old text, set a section, "
-                    "or append text.", ["prompt", "text", "section", "old"]),
+    "edit_prompt": (("Edit a prompt (system, task_template, verification, roles.NAME): replace old text, set a section, "
+                    "or append text."), ["prompt", "text", "section", "old"]),
     "set_tool": ("Add a tool or change some of its fields.", ["name", "kind", "description", "template", "timeout_s",
                                                              "output_limit", "parameters"]),
-    "write_revision": ("Submit your edits with your claim: cause, fixes (failing train tasks it should fix), keeps "
-                       "(passing ones it must not break), a notebook note; changes: more field edits, path -> value.",
+    "write_revision": (("Submit your edits with your claim: cause, fixes (failing train tasks it should fix), keeps "
+                       "(passing ones it must not break), a notebook note; changes: more field edits, path -> value."),
                        ["changes", "rationale", "cause", "fixes", "keeps", "note"]),
 }
 

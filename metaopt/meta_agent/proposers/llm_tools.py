@@ -40,7 +40,7 @@ from typing import Any
 import duckdb
 import yaml
 
-from metaopt.core.errors import ToolError
+from metaopt.core.errors import HarnessError, ToolError
 from metaopt.meta_agent.predictions import Manifest, passes
 from metaopt.meta_agent.proposers import history as hist
 from metaopt.meta_agent.proposers import history_view as view
@@ -49,7 +49,7 @@ from metaopt.meta_agent.proposers.edits import Draft, EditError
 from metaopt.meta_agent.proposers.heuristic import causes
 from metaopt.meta_agent.proposers.llm_specs import FULL, MAX_PAGE, Profile, tools_for
 from metaopt.meta_agent.proposers.text import harness_summary, harness_yaml, render_trial
-from metaopt.task_agent.harness import Harness, HarnessError
+from metaopt.task_agent.harness import Harness
 from metaopt.task_agent.harness_io import harness_from_data
 from metaopt.task_agent.messages import ToolCallPart, ToolResultPart
 

@@ -40,8 +40,8 @@ def render_trial(store: Store, trial_id: str) -> str:
             shown.add(e["call_id"] or "")
             flags = ", ".join(f"{k} {v}" for k, v in e["extra"].items())
             err = f", error {e['error_type']}" if e["error_type"] else ""
-            out += [f"[tool {e['name']} call {e['call_id']}] (span {e['span_id']}; {e['duration_ms'] or 0:.0f} ms"
-                    f"{err}{'; ' + flags if flags else ''})",
+            out += [(f"[tool {e['name']} call {e['call_id']}] (span {e['span_id']}; {e['duration_ms'] or 0:.0f} ms"
+                    f"{err}{'; ' + flags if flags else ''})"),
                     f"arguments: {json.dumps(e['arguments'], ensure_ascii=False)}",
                     "output:", e["result"] if e["result"] is not None else "(none recorded)"]
         else:
@@ -93,8 +93,8 @@ def harness_summary(h: Harness, clip: int) -> str:
                                                if t.kind in ("shell", "python") else "") + ")" for t in h.tools)
     r = h.routing
     lines = [f"tools: {tools or 'none'}",
-             f"routing: start_role {r.start_role}, roles {', '.join(r.roles)}, limits.max_turns {r.limits.max_turns}, "
-             f"limits.max_wall_s {r.limits.max_wall_s}, verification {'set' if r.verification else 'none'}",
+             (f"routing: start_role {r.start_role}, roles {', '.join(r.roles)}, limits.max_turns {r.limits.max_turns}, "
+             f"limits.max_wall_s {r.limits.max_wall_s}, verification {'set' if r.verification else 'none'}"),
              f"prompts.system ({len(h.prompts.system)} characters):\n" + _clip(h.prompts.system, clip)]
     if h.prompts.roles:
         lines.append("prompts.roles: " + ", ".join(h.prompts.roles))

@@ -22,9 +22,11 @@ class Search(Protocol):
 
     def active(self) -> list[str]:
         """Hashes of the mechanisms applied in this iteration (recorded on the candidate)."""
+        ...
 
     def finish(self) -> dict[str, Any]:
         """The run ends: judge what is pending, close what runs; a summary for the report."""
+        ...
 
 
 class NoSearch:

@@ -139,9 +139,10 @@ def _apply(base: Harness, changes: dict[str, Any]) -> Harness:
 def _lineage(cid: str, by_id: dict[str, CandidateView]) -> list[str]:
     """`cid`, its parent, grandparent, ... (stops at an unknown id or a cycle)."""
     out: list[str] = []
-    while cid in by_id and cid not in out:
-        out.append(cid)
-        cid = by_id[cid].parent_id
+    cur: str | None = cid
+    while cur is not None and cur in by_id and cur not in out:
+        out.append(cur)
+        cur = by_id[cur].parent_id
     return out
 
 

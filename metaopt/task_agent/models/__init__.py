@@ -12,13 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from metaopt.core.errors import (
-    MissingApiKey,
-    ModelConfigError,
-    ModelError,
-    ModelRequestsBlocked,
-    UnknownProvider,
-)
+from metaopt.core.errors import MissingApiKey, ModelConfigError, ModelError, ModelRequestsBlocked, UnknownProvider
 from metaopt.core.registry import Registry
 
 # ALLOW_MODEL_REQUESTS is not re-exported: a copy of a bool here could not switch anything off.

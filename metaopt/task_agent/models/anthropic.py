@@ -19,9 +19,18 @@ from typing import Any
 import anthropic
 
 from metaopt.core.errors import MissingApiKey
-from metaopt.task_agent.messages import (FinishReason, Message, ModelResponse, ModelSettings,
-                                 ReasoningPart, TextPart, ToolCallPart, ToolResultPart, ToolSpec,
-                                 Usage)
+from metaopt.task_agent.messages import (
+    FinishReason,
+    Message,
+    ModelResponse,
+    ModelSettings,
+    ReasoningPart,
+    TextPart,
+    ToolCallPart,
+    ToolResultPart,
+    ToolSpec,
+    Usage,
+)
 from metaopt.task_agent.models.base import check_model_requests_allowed, server_of
 from metaopt.task_agent.models.pricing import cost_usd
 from metaopt.task_agent.models.retry import RetryPolicy, call_with_retries, classify_sdk_error
@@ -78,7 +87,7 @@ def _classify(exc: BaseException):
 def build_request(model: str, messages: list[Message], tools: list[ToolSpec],
                   settings: ModelSettings) -> dict[str, Any]:
     """Keyword arguments for `client.messages.create` (temperature rides in `extra_body`)."""
-    system = [{"type": "text", "text": p.content} for m in messages if m.role == "system"
+    system: list[dict[str, Any]] = [{"type": "text", "text": p.content} for m in messages if m.role == "system"
               for p in m.parts if isinstance(p, TextPart) and p.content]
     request: dict[str, Any] = {"model": model, "max_tokens": settings.max_tokens,
                                "messages": _turns(messages)}

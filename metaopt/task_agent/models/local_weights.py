@@ -24,9 +24,9 @@ import sys
 import tempfile
 import threading
 import zipfile
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable
 
 from metaopt.core.errors import ModelConfigError
 
@@ -290,7 +290,7 @@ def resolve(model: str, *, auto_pull: bool = True, progress: Progress | None = N
             raise WeightsError(f"{model} is not downloaded: run `metaopt models pull {model}`")
         return pull(model, force=path.exists(), progress=progress)
     path = Path(model).expanduser()
-    if not path.suffix == ".gguf" and not path.exists():
+    if path.suffix != ".gguf" and not path.exists():
         pinned(model)  # raises with the known names
     if not path.is_file():
         raise WeightsError(f"local model file {path} does not exist")

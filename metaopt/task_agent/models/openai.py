@@ -21,9 +21,18 @@ from typing import Any
 import openai
 
 from metaopt.core.errors import MissingApiKey, ModelConfigError
-from metaopt.task_agent.messages import (FinishReason, Message, ModelResponse, ModelSettings,
-                                 ReasoningPart, TextPart, ToolCallPart, ToolResultPart, ToolSpec,
-                                 Usage)
+from metaopt.task_agent.messages import (
+    FinishReason,
+    Message,
+    ModelResponse,
+    ModelSettings,
+    ReasoningPart,
+    TextPart,
+    ToolCallPart,
+    ToolResultPart,
+    ToolSpec,
+    Usage,
+)
 from metaopt.task_agent.models.base import check_model_requests_allowed, server_of
 from metaopt.task_agent.models.pricing import cost_usd
 from metaopt.task_agent.models.retry import RetryPolicy, call_with_retries, classify_sdk_error

@@ -19,7 +19,6 @@ from typing import Any, TypeVar
 
 from metaopt.core.errors import ModelError
 
-
 T = TypeVar("T")
 RETRYABLE_STATUS = {408, 409, 429}
 
@@ -115,7 +114,7 @@ def call_with_retries(fn: Callable[[], T], *, policy: RetryPolicy, provider: str
         failure: Failure | None = None
         try:
             return fn()
-        except Exception as exc:  # noqa: BLE001 - classified below, unknown ones re-raised
+        except Exception as exc:
             failure = classify(exc)
             if failure is None:
                 raise

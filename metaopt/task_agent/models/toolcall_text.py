@@ -25,11 +25,10 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from metaopt.task_agent.messages import (Message, ModelResponse, ModelSettings, TextPart, ToolCallPart,
-                                 ToolSpec)
+from metaopt.task_agent.messages import Message, ModelResponse, ModelSettings, TextPart, ToolCallPart, ToolSpec
 
-_FENCE = re.compile(r"```[ \t]*(json|tool_call|tool|)[ \t]*\r?\n(.*?)(?:\r?\n[ \t]*```|\Z)", re.S | re.I)
-_TAGS = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|\Z)", re.S)
+_FENCE = re.compile(r"```[ \t]*(json|tool_call|tool|)[ \t]*\r?\n(.*?)(?:\r?\n[ \t]*```|\Z)", re.DOTALL | re.IGNORECASE)
+_TAGS = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|\Z)", re.DOTALL)
 _NAME = re.compile(r'"name"\s*:\s*"([^"\\]{1,100})"')
 INVALID = "invalid_tool_call"
 

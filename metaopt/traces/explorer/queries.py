@@ -276,7 +276,8 @@ def search(store: Store, text: str, limit: int = 50, before: int | None = None,
     if not text.strip():
         raise NotFound("search needs some text")
     pattern = "%" + text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
-    top = store.con.execute("SELECT max(rowid) + 1 FROM messages").fetchone()[0] or 0
+    first = store.con.execute("SELECT max(rowid) + 1 FROM messages").fetchone()
+    top = (first[0] if first else 0) or 0
     hi = top if before is None else min(int(before), top)
     t0, hits, needle = time.perf_counter(), [], text.lower()
     while hi > 0 and len(hits) < limit and (time.perf_counter() - t0) * 1000 < budget_ms:
@@ -285,14 +286,14 @@ def search(store: Store, text: str, limit: int = 50, before: int | None = None,
             "SELECT rowid AS row, trial_id, span_id, direction, role, part_type, tool_name, text FROM messages"
             " WHERE rowid >= ? AND rowid < ? AND text ILIKE ? ESCAPE '\\' ORDER BY rowid DESC LIMIT ?",
             [lo, hi, pattern, limit - len(hits)])
-        last = None
+        last: int | None = None
         for r in rows:
             last = r.pop("row")
             body = r.pop("text") or ""
             i = body.lower().find(needle)
             r["snippet"] = ("..." if i > 80 else "") + body[max(0, i - 80): i + len(text) + 120]
             hits.append(r)
-        hi = lo if len(hits) < limit else last  # a full page stops at its last hit: continue below it
+        hi = lo if len(hits) < limit or last is None else last  # a full page stops at its last hit: continue below it
     more = hi > 0
     return {"query": text, "hits": hits, "next": hi if more else None,
             "searched": 1.0 if top == 0 else round((top - hi) / top, 3)}

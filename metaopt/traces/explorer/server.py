@@ -11,9 +11,10 @@ from __future__ import annotations
 import json
 import mimetypes
 import sys
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from metaopt.core.errors import BadRequest
@@ -25,18 +26,22 @@ from metaopt.traces.store import StoreError
 STATIC = Path(__file__).parent / "static"
 
 
-def _arg(params: dict[str, list[str]], name: str, default: str | None = ..., ) -> str | None:  # type: ignore[assignment]
-    v = params.get(name, [None])[0]
-    if v is None or v == "":
-        if default is ...:
-            raise BadRequest(f"missing query parameter '{name}'")
-        return default
+def _opt(params: dict[str, list[str]], name: str) -> str | None:
+    """The query parameter, None when absent or empty."""
+    return params.get(name, [""])[0] or None
+
+
+def _arg(params: dict[str, list[str]], name: str) -> str:
+    """The query parameter; a BadRequest when absent or empty."""
+    v = _opt(params, name)
+    if v is None:
+        raise BadRequest(f"missing query parameter '{name}'")
     return v
 
 
 def _int(params: dict[str, list[str]], name: str) -> int:
     try:
-        return int(_arg(params, name))  # type: ignore[arg-type]
+        return int(_arg(params, name))
     except ValueError:
         raise BadRequest(f"query parameter '{name}' must be an integer") from None
 
@@ -45,12 +50,12 @@ def _int(params: dict[str, list[str]], name: str) -> int:
 ROUTES: dict[str, Callable[[Any, dict[str, list[str]]], Any]] = {
     "/api/overview": lambda s, p: q.overview(s),
     "/api/experiment": lambda s, p: q.experiment(s, _arg(p, "id")),
-    "/api/matrix": lambda s, p: q.matrix(s, _arg(p, "experiment", None)),
+    "/api/matrix": lambda s, p: q.matrix(s, _opt(p, "experiment")),
     "/api/trial": lambda s, p: q.trial(s, _arg(p, "id"), cut=_int(p, "cut") if p.get("cut") else q.CUT),
     "/api/trial/entry": lambda s, p: q.trial_entry(s, _arg(p, "id"), _int(p, "n")),
     "/api/trace": lambda s, p: q.trace(s, _arg(p, "id"), cut=_int(p, "cut") if p.get("cut") else q.CUT),
     "/api/trace/entry": lambda s, p: q.trace_entry(s, _arg(p, "id"), _int(p, "n")),
-    "/api/failures": lambda s, p: q.failure_causes(s, _arg(p, "experiment", None), _arg(p, "run", None)),
+    "/api/failures": lambda s, p: q.failure_causes(s, _opt(p, "experiment"), _opt(p, "run")),
     "/api/search": lambda s, p: q.search(s, _arg(p, "q"), before=_int(p, "before") if p.get("before") else None),
     "/api/compare": lambda s, p: q.compare(s, _arg(p, "task"), _arg(p, "a"), _arg(p, "b")),
     "/api/mechanisms": lambda s, p: mechanisms(s, _arg(p, "experiment")),
@@ -61,7 +66,7 @@ class Handler(BaseHTTPRequestHandler):
     source: Source  # set on the subclass make_server builds
     server_version = "metaopt-ui"
 
-    def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+    def do_GET(self) -> None:
         url = urlsplit(self.path)
         if url.path.startswith("/api/"):
             self._api(url.path, parse_qs(url.query))
@@ -81,7 +86,7 @@ class Handler(BaseHTTPRequestHandler):
             return self._json(404, {"error": str(e.args[0]) if e.args else "not found"})
         except StoreError as e:
             return self._json(503, {"error": str(e)})
-        except Exception as e:  # a bug must still be one line in the page, never a traceback
+        except Exception as e:  # noqa: BLE001 - a bug must still be one line in the page, never a traceback
             print(f"metaopt ui: {path}: {type(e).__name__}: {e}", file=sys.stderr)
             return self._json(500, {"error": f"internal error: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"})
         self._json(200, {"data": data, "note": note})
@@ -104,7 +109,7 @@ class Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+    def log_message(self, format: str, *args: Any) -> None:
         pass  # quiet: the terminal shows the URL, not a line per request
 
 

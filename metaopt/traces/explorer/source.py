@@ -18,10 +18,10 @@ import shutil
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
 
 from metaopt.traces.store import Store, StoreError
 
