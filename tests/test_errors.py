@@ -23,8 +23,6 @@ from metaopt.core.errors import MetaoptError, SystemicError, TaskFailure, ToolEr
 PACKAGE = Path(metaopt.__file__).parent
 AUDIENCES = {"For the user:": UserError, "For the model:": ToolError, "For the task:": TaskFailure,
              "For the system:": SystemicError}
-# Owned by another change (task_agent/models/ is being reworked): moves to core/errors.py with it.
-PENDING = {"task_agent/models/local_weights.py:WeightsError"}
 
 
 def _imports_metaopt(tree: ast.Module) -> bool:
@@ -60,8 +58,7 @@ def _exception_classes_outside_errors() -> set[str]:
 
 def test_every_exception_class_is_declared_in_core_errors():
     found = _exception_classes_outside_errors()
-    assert found - PENDING == set(), "declare these in metaopt/core/errors.py"
-    assert PENDING <= found, "a pending class has moved: take it off PENDING"
+    assert found == set(), "declare these in metaopt/core/errors.py"
 
 
 def test_every_error_says_who_it_is_for_and_is_that_kind():

@@ -4,6 +4,7 @@ script), `import metaopt` is cheap, every public name resolves, and hello_world 
 from __future__ import annotations
 
 import ast
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -15,8 +16,10 @@ ROOT = Path(__file__).parents[1]
 
 
 def test_the_wheel_installs_only_metaopt(tmp_path):
+    src = tmp_path / "src"  # a copy: an in-tree build would leave build/ in the checkout
+    shutil.copytree(ROOT, src, ignore=shutil.ignore_patterns(".git", "build", "*.egg-info", "__pycache__", ".*_cache"))
     r = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w",
-                        str(tmp_path), str(ROOT)], capture_output=True, text=True, check=False, timeout=600)
+                        str(tmp_path), str(src)], capture_output=True, text=True, check=False, timeout=600)
     assert r.returncode == 0, r.stderr[-2000:]
     [wheel] = tmp_path.glob("metaopt-*.whl")
     names = zipfile.ZipFile(wheel).namelist()

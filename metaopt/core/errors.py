@@ -91,6 +91,11 @@ class ModelConfigError(UserError):
     """For the user: a model name, base URL or setting is wrong; the message names what to fix."""
 
 
+
+class WeightsError(ModelConfigError):
+    """For the user: a local model's weights could not be fetched, assembled or verified; the
+    message says how to fix it."""
+
 class MissingApiKey(ModelConfigError):
     """For the user: the provider's API key environment variable is not set. The message never holds a key."""
 

@@ -40,20 +40,12 @@ from metaopt.meta_agent.liveness import Liveness
 from metaopt.meta_agent.plot import write_progress_png
 from metaopt.meta_agent.proposers import Evidence, Revision, get_proposer
 from metaopt.meta_agent.records import Candidate, CandidateScores, CandidateView, Stage
-from metaopt.meta_agent.sequential import SequentialRule, rule_text
+from metaopt.meta_agent.sequential import rule_text
+from metaopt.meta_agent.staged import preflight
 from metaopt.meta_agent.strategies import get_strategy
 from metaopt.meta_agent.strategies.hooks import NoSearch, bind_search
 from metaopt.task_agent.harness import Harness
 from metaopt.traces.store import Store
-
-
-def preflight(splits: dict[str, list[str]], k: int, gate: SequentialRule = SequentialRule()) -> dict[str, int]:
-    """Trial counts an experiment commits to: the baseline, each iteration at most (smoke, screen,
-    every look of the staged gate, a new parent reserve), the test."""
-    n_val = len(splits["validation"])
-    kc, kr = gate.confirm_plan(k)[-1]
-    return {"baseline": (len(splits["train"]) + n_val) * k,
-            "per_iteration": 1 + len(splits["train"]) * k + (k + kc + kr) * n_val, "test": 2 * len(splits["test"]) * k}
 
 
 class Experiment:

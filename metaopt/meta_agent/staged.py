@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from metaopt.meta_agent.error_control import AlphaSpending
 from metaopt.meta_agent.gate import NoiseFloor, Scores
 from metaopt.meta_agent.records import Candidate, GateDecision
-from metaopt.meta_agent.sequential import Look, Verdict, validate
+from metaopt.meta_agent.sequential import Look, SequentialRule, Verdict, validate
 
 if TYPE_CHECKING:
     from metaopt.meta_agent.optimize import Experiment
@@ -106,3 +106,12 @@ def gain_report(exp: Experiment, best: Candidate) -> dict | None:
     e = look.estimate
     return {"selection_gain": e.selection_gain, "confirmation_gain": e.confirmation_gain,
             "adjusted_gain": e.adjusted_gain, "adjusted_ci": [e.low, e.high], "note": e.note}
+
+
+def preflight(splits: dict[str, list[str]], k: int, gate: SequentialRule = SequentialRule()) -> dict[str, int]:
+    """Trial counts an experiment commits to: the baseline, each iteration at most (smoke, screen,
+    every look of the staged gate, a new parent reserve), the test."""
+    n_val = len(splits["validation"])
+    kc, kr = gate.confirm_plan(k)[-1]
+    return {"baseline": (len(splits["train"]) + n_val) * k,
+            "per_iteration": 1 + len(splits["train"]) * k + (k + kc + kr) * n_val, "test": 2 * len(splits["test"]) * k}

@@ -65,9 +65,9 @@ def run_cmd(
     from metaopt.meta_agent.bilevel.config import BilevelConfig
     from metaopt.meta_agent.config import RunConfig
     from metaopt.meta_agent.experiment import find_experiment, plan_experiment, resume_experiment, start_experiment
-    from metaopt.meta_agent.optimize import preflight
     from metaopt.meta_agent.sequential import SequentialRule
     from metaopt.meta_agent.splits import parse_split
+    from metaopt.meta_agent.staged import preflight
     from metaopt.traces.store import Store
 
     sigterm_as_interrupt()  # first: a SIGTERM at any point takes the Ctrl-C path

@@ -28,14 +28,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from metaopt.core.errors import ModelConfigError
+from metaopt.core.errors import WeightsError
 
 CHUNK = 1 << 20
 GGUF_MAGIC = b"GGUF"
-
-
-class WeightsError(ModelConfigError):
-    """Weights could not be fetched, assembled or verified; the message says how to fix it."""
 
 
 @dataclass(frozen=True)

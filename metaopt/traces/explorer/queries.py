@@ -200,7 +200,8 @@ def waterfall(store: Store, trial_id: str, trace_id: str | None, limit: int = 20
     return rows
 
 
-CAUSES = ("tampered", "verifier failure", "timeout", "turn limit", "tool error", "model error", "sandbox error")
+CAUSES = ("tampered", "verifier failure", "timeout", "turn limit", "context limit", "tool error", "model error",
+          "sandbox error")
 _SANDBOX = {"sandbox_error", "environment_error", "infra_error", "task_invalid"}
 
 
@@ -217,6 +218,8 @@ def _cause(r: dict[str, Any]) -> tuple[str, str | None]:
         return "timeout", r["agent_span"]
     if outcome == "turn_limit":
         return "turn limit", r["agent_span"]
+    if outcome == "context_limit":  # the harness's conversation outgrew the model's context window
+        return "context limit", r["agent_span"]
     if r["tool_error_span"]:
         return "tool error", r["tool_error_span"]
     return "verifier failure", None
