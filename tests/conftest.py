@@ -87,9 +87,11 @@ def local_model():
     return get
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def chromium():
-    """A headless Chromium (Debian's, driven by Playwright), shared by the session's browser tests."""
+    """A headless Chromium (Debian's, driven by Playwright), shared by one module's browser tests.
+    Not per session: Playwright's sync API holds an asyncio loop while it is open, and every later
+    asyncio.run (inspect, the agent SDKs) would fail with "cannot be called from a running event loop"."""
     if not CHROMIUM.exists():
         pytest.skip(f"needs Debian's chromium at {CHROMIUM} (scripts/setup.sh installs it)")
     sync_playwright = pytest.importorskip("playwright.sync_api", reason="pip install -e '.[dev]'").sync_playwright
