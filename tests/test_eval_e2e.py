@@ -55,6 +55,7 @@ REWARD_FROM_FILE = "mkdir -p /logs/verifier; if [ -f /app/done ]; then echo 1; e
     (["--model", "fake/solution"], "baseline@fake/solution", 1.0),  # the solution through the tool path
     (["--model", "fake/nop", "--harness", "minimal"], "minimal@fake/nop", 0.0),
 ])
+@pytest.mark.slow
 def test_sample_tasks_oracle_scores_one_and_nop_zero(tmp_path, how, agent, expected):
     db = tmp_path / "s.duckdb"
     r = metaopt("eval", "--benchmark", "terminalbench-sample", *how, "--db", str(db), "--json", "-j", "2")

@@ -42,6 +42,7 @@ def _eval(cache_dir: Path, db: Path, *how: str) -> dict:
     return json.loads(r.stdout)
 
 
+@pytest.mark.slow
 def test_oracle_and_fake_solution_beat_the_measured_baseline(cache_dir, tmp_path):
     db = tmp_path / "s.duckdb"
     out = _eval(cache_dir, db, "--agent", "oracle")

@@ -59,6 +59,7 @@ def run(tmp_path, backend, model: str, **cfg) -> tuple[dict, list[Candidate], li
     return out, cands, gates, sessions, notes
 
 
+@pytest.mark.slow
 @pytest.mark.usefixtures("local_model")
 @pytest.mark.timeout(1800)
 def test_a_real_local_proposal_reaches_the_guard(tmp_path, backend):
@@ -75,6 +76,7 @@ def test_a_real_local_proposal_reaches_the_guard(tmp_path, backend):
     assert cands[1].predictions is not None and cands[1].proposal_trace_id in sessions
 
 
+@pytest.mark.slow
 @pytest.mark.usefixtures("local_model")
 @pytest.mark.timeout(3000)
 def test_two_real_proposals_the_second_consults_the_history(tmp_path, backend):

@@ -37,6 +37,7 @@ def args(ds: Path, db: Path) -> list[str]:
             "--db", str(db), "--json"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("strategy", ["greedy", "pareto"])
 def test_heuristic_run_improves_the_sealed_test_score_and_explains_itself(tmp_path, strategy):
     db = tmp_path / "r.duckdb"
@@ -66,6 +67,7 @@ def test_heuristic_run_improves_the_sealed_test_score_and_explains_itself(tmp_pa
     assert len(shown) <= 1  # only the final best is evaluated on test
 
 
+@pytest.mark.slow
 def test_kill_9_then_resume_reruns_nothing(tmp_path):
     prefix = f"kill9-{secrets.token_hex(3)}"  # task ids no other run on this daemon has
     ds, db = make_tasks(tmp_path / "ds", prefix=prefix), tmp_path / "k.duckdb"
@@ -172,6 +174,7 @@ def test_split_that_leaves_a_set_empty(tmp_path):
     assert not (tmp_path / "e.duckdb").exists()
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(2400)
 def test_the_sample_benchmark_run_from_the_readme_improves_the_test_score(tmp_path):
     """The issue's offline end-to-end command, on the shipped sample tasks (several minutes)."""

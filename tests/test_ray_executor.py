@@ -89,6 +89,7 @@ def wait_for(check, timeout: float, what: str):
     raise AssertionError(f"timed out waiting for {what}")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("agent, expected", [("oracle", 1.0), ("nop", 0.0)])
 def test_sample_set_scores_the_same_on_ray_as_locally(ray_cluster, tmp_path, agent, expected):
     db = tmp_path / "s.duckdb"
