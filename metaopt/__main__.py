@@ -1,5 +1,5 @@
 """`python -m metaopt ...` is the `metaopt` command."""
 
-from metaopt.meta_agent.cli import main
+from metaopt.cli import main
 
 main()

@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from metaopt.benchmarks.task import Task, TaskLoadError
     from metaopt.evaluation.runner import EvalResult
+    from metaopt.export import ExportResult
     from metaopt.meta_agent.config import RunConfig
-    from metaopt.meta_agent.export import ExportResult
     from metaopt.task_agent.harness import Harness
     from metaopt.traces.store import Store
 
@@ -108,6 +108,6 @@ def export(candidate: str, format: str, out: str | Path, *, db: str | Path = DEF
            allow_gaps: bool = False) -> ExportResult:
     """Export a harness (a candidate id from the store, or a harness folder) as a standalone agent:
     format is one of `metaopt export --help`'s (python, inspect, openai-agents, ...)."""
-    from metaopt.meta_agent.export import export as run_export
+    from metaopt.export import export as run_export
 
     return run_export(candidate, format, Path(out), db=Path(db), allow_gaps=allow_gaps)

@@ -96,9 +96,9 @@ class RandomProposer:
 
 
 def one(strategy: str, seed: int, args, root: Path, backend) -> dict:
-    from metaopt.meta_agent.bilevel.config import BilevelConfig
     from metaopt.meta_agent.config import RunConfig
     from metaopt.meta_agent.experiment import plan_experiment, start_experiment
+    from metaopt.meta_agent.search.bilevel.config import BilevelConfig
     from metaopt.traces.store import Store
 
     cfg = RunConfig(benchmark="local-stairs", model="fake/solution", meta_model="heuristic", trials=1, seed=seed,

@@ -40,9 +40,9 @@ def main() -> None:
     from _bilevel_helpers import MINIMAL, PROMPT_TABU, level2_steps, prompt_revision, spec
 
     from metaopt.benchmarks.registry import load_benchmark
-    from metaopt.meta_agent.bilevel.config import BilevelConfig
     from metaopt.meta_agent.config import RunConfig
     from metaopt.meta_agent.experiment import Plan, start_experiment
+    from metaopt.meta_agent.search.bilevel.config import BilevelConfig
     from metaopt.sandbox.docker import DockerBackend
     from metaopt.traces.store import Store
     from metaopt.traces.tracing import Tracing

@@ -31,9 +31,9 @@ def main() -> None:
     args = ap.parse_args()
     from _bilevel_helpers import prompt_revision, stair_tasks, write_script
 
-    from metaopt.meta_agent.bilevel.config import BilevelConfig
     from metaopt.meta_agent.config import RunConfig
     from metaopt.meta_agent.experiment import plan_experiment, start_experiment
+    from metaopt.meta_agent.search.bilevel.config import BilevelConfig
     from metaopt.sandbox.local import LocalBackend
     from metaopt.traces.store import Store
 

@@ -58,7 +58,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         db = Path(tmp) / "perf.duckdb"
         for agent in args.agents.split(","):
-            r = subprocess.run([sys.executable, "-m", "metaopt.meta_agent.cli", "eval", "--benchmark", args.benchmark,
+            r = subprocess.run([sys.executable, "-m", "metaopt.cli", "eval", "--benchmark", args.benchmark,
                                 "--agent", agent, "-j", str(args.j), "--db", str(db), "--json"],
                                capture_output=True, check=False, text=True)
             if r.returncode != 0:

@@ -26,9 +26,9 @@ def main() -> None:
     args = ap.parse_args()
     from _bilevel_helpers import PROMPT_TABU, recorded
 
-    from metaopt.meta_agent.bilevel.host import DockerHost, ProcessHost
-    from metaopt.meta_agent.bilevel.ladder import LadderInput, contract_step, dry_run_step
-    from metaopt.meta_agent.bilevel.static import imports_step, parse_step
+    from metaopt.meta_agent.search.bilevel.host import DockerHost, ProcessHost
+    from metaopt.meta_agent.search.bilevel.ladder import LadderInput, contract_step, dry_run_step
+    from metaopt.meta_agent.search.bilevel.static import imports_step, parse_step
 
     backend = None
     if args.docker:

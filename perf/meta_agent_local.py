@@ -33,7 +33,7 @@ MODELS = "local/qwen2.5-coder-0.5b,local/qwen2.5-coder-1.5b"
 
 def evidence(db: Path) -> None:
     """The minimal harness's trials on the sample tasks, traced into `db` (real containers)."""
-    cmd = [sys.executable, "-m", "metaopt.meta_agent.cli", "eval", "--benchmark", "terminalbench-sample", "--harness",
+    cmd = [sys.executable, "-m", "metaopt.cli", "eval", "--benchmark", "terminalbench-sample", "--harness",
            "minimal", "--model", "fake/solution", "--tasks", ",".join(FAILING + PASSING), "--db", str(db), "--json"]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=1800, check=False)
     if r.returncode != 0:

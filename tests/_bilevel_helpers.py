@@ -15,7 +15,7 @@ from metaopt.task_agent.harness import Harness
 from metaopt.task_agent.harness_io import load_harness, resolve_harness
 
 if TYPE_CHECKING:
-    from metaopt.meta_agent.bilevel.snapshot import Snapshot
+    from metaopt.meta_agent.search.bilevel.snapshot import Snapshot
 
 MINIMAL = load_harness(resolve_harness("minimal"))
 
@@ -97,7 +97,7 @@ def stair_tasks(root: Path, steps: tuple[int, ...] = (12,) * 6 + (24,) * 3 + (1,
 def recorded() -> Snapshot:
     """A recorded ledger as the protocol sees it: a baseline, two rejected prompt-only revisions, an
     accepted limits raise, a revision the guard refused."""
-    from metaopt.meta_agent.bilevel.snapshot import Snapshot
+    from metaopt.meta_agent.search.bilevel.snapshot import Snapshot
 
     def cand(i, parent, status, areas, kinds, val=None, delta=None, trials=4):
         return {"id": f"e/c{i}", "parent_id": parent, "iteration": i, "status": status, "reason": f"{status} ...",

@@ -95,5 +95,5 @@ def metaopt(*args: str, timeout: float = 900, env: dict[str, str] | None = None)
     import subprocess
     import sys
 
-    return subprocess.run([sys.executable, "-m", "metaopt.meta_agent.cli", *args], capture_output=True, check=False, text=True,
+    return subprocess.run([sys.executable, "-m", "metaopt.cli", *args], capture_output=True, check=False, text=True,
                           timeout=timeout, env=env)

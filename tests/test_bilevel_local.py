@@ -20,9 +20,12 @@ from _bilevel_helpers import (
     write_script,
 )
 
-from metaopt.meta_agent.bilevel import judge
-from metaopt.meta_agent.bilevel.config import BilevelConfig
-from metaopt.meta_agent.bilevel.records import (
+from metaopt.meta_agent.config import RunConfig
+from metaopt.meta_agent.experiment import find_experiment, plan_experiment, resume_experiment, start_experiment
+from metaopt.meta_agent.records import Candidate, GateDecision
+from metaopt.meta_agent.search.bilevel import judge
+from metaopt.meta_agent.search.bilevel.config import BilevelConfig
+from metaopt.meta_agent.search.bilevel.records import (
     ActiveSet,
     HookCall,
     Judgement,
@@ -31,10 +34,7 @@ from metaopt.meta_agent.bilevel.records import (
     MechanismRow,
     SearchParams,
 )
-from metaopt.meta_agent.config import RunConfig
-from metaopt.meta_agent.experiment import find_experiment, plan_experiment, resume_experiment, start_experiment
-from metaopt.meta_agent.mechanisms import source_hash
-from metaopt.meta_agent.records import Candidate, GateDecision
+from metaopt.meta_agent.search.mechanisms import source_hash
 from metaopt.traces.store import Store
 from metaopt.traces.tracing import Tracing
 
@@ -172,11 +172,11 @@ def test_the_explorer_and_the_terminal_show_source_ladder_calls_and_judgement(sc
     assert "class Mechanism" in m["source"] and [c["step"] for c in m["checks"]][-1] == "dry_run"
     assert m["judgement"]["outcome"] == "keep" and m["calls"]["guidance ok"] >= 1
     assert any(c["effect"] and "found in its transcript" in c["effect"] for c in view["calls"])
-    r = subprocess.run([sys.executable, "-m", "metaopt.meta_agent.cli", "traces", "mechanisms", scenario["exp"].id, "--db",
+    r = subprocess.run([sys.executable, "-m", "metaopt.cli", "traces", "mechanisms", scenario["exp"].id, "--db",
                         str(scenario["db"]), "--json"], capture_output=True, check=False, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["mechanisms"][0]["source"] == view["mechanisms"][0]["source"]
-    bad = subprocess.run([sys.executable, "-m", "metaopt.meta_agent.cli", "traces", "mechanisms", "exp-nope", "--db",
+    bad = subprocess.run([sys.executable, "-m", "metaopt.cli", "traces", "mechanisms", "exp-nope", "--db",
                           str(scenario["db"])], capture_output=True, check=False, text=True, timeout=120)
     assert bad.returncode == 2 and "no experiment 'exp-nope'" in bad.stderr
 
@@ -238,7 +238,7 @@ def test_the_mechanisms_page_renders_in_a_browser(scenario, chromium):
     import re
     import subprocess
     import sys
-    proc = subprocess.Popen([sys.executable, "-m", "metaopt.meta_agent.cli", "ui", "--db", str(scenario["db"]), "--port", "0"],
+    proc = subprocess.Popen([sys.executable, "-m", "metaopt.cli", "ui", "--db", str(scenario["db"]), "--port", "0"],
                             stderr=subprocess.PIPE, text=True)
     try:
         base = re.search(r"http://127\.0\.0\.1:\d+/", proc.stderr.readline()).group(0)

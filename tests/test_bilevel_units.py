@@ -9,10 +9,10 @@ import json
 import pytest
 from _bilevel_helpers import MINIMAL, PROMPT_TABU, level2_steps, spec, with_turns
 
-from metaopt.meta_agent.bilevel import judge, level15
-from metaopt.meta_agent.bilevel.areas import changes
-from metaopt.meta_agent.bilevel.generate import static_steps
-from metaopt.meta_agent.bilevel.level2 import extract_code, parse_spec, run_session
+from metaopt.meta_agent.search.bilevel import judge, level15
+from metaopt.meta_agent.search.bilevel.areas import changes
+from metaopt.meta_agent.search.bilevel.generate import static_steps
+from metaopt.meta_agent.search.bilevel.level2 import extract_code, parse_spec, run_session
 from metaopt.task_agent.harness import Harness
 from metaopt.task_agent.models.fake import ScriptModel
 

@@ -8,13 +8,13 @@ import sys
 
 import pytest
 
-from metaopt.meta_agent.cli.run import parse_sets
+from metaopt.cli.run import parse_sets
 from metaopt.meta_agent.config import RunConfig
 from metaopt.meta_agent.sequential import SequentialRule
 
 
 def run(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "metaopt.meta_agent.cli", "run", "--benchmark", "terminalbench-sample",
+    return subprocess.run([sys.executable, "-m", "metaopt.cli", "run", "--benchmark", "terminalbench-sample",
                            "--model", "fake/solution", *args], capture_output=True, check=False, text=True, timeout=120)
 
 

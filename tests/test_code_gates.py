@@ -15,7 +15,7 @@ import pytest
 ROOT = Path(__file__).parents[1]
 # Standalone files shipped as data (task samples, export templates, the pretraining payload):
 # not part of the package's code, excluded from ruff and pyright in pyproject.toml too.
-STANDALONE = ("metaopt/benchmarks/samples", "metaopt/meta_agent/export/files", "metaopt/benchmarks/gptpretrain/files")
+STANDALONE = ("metaopt/benchmarks/samples", "metaopt/export/files", "metaopt/benchmarks/gptpretrain/files")
 MAX_LINES = 400
 
 

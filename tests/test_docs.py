@@ -67,7 +67,7 @@ def test_mkdocs_build_strict_has_no_warnings(tmp_path):
 HELP_SCRIPT = """
 import json
 from typer.testing import CliRunner
-from metaopt.meta_agent import cli
+from metaopt import cli
 cli._register()
 import typer.main
 def walk(cmd, path):

@@ -82,9 +82,9 @@ def test_not_found_is_a_user_error_and_a_key_error_with_a_plain_message():
 def test_user_facing_registries_have_a_plugin_group_and_name_their_option():
     from metaopt.evaluation.agents import AGENTS
     from metaopt.evaluation.executor import EXECUTORS
-    from metaopt.meta_agent.export import FORMATS
-    from metaopt.meta_agent.mechanisms import MECHANISMS
-    from metaopt.meta_agent.strategies import STRATEGIES
+    from metaopt.export import FORMATS
+    from metaopt.meta_agent.search.mechanisms import MECHANISMS
+    from metaopt.meta_agent.search.strategies import STRATEGIES
 
     for reg, group, field in ((AGENTS, "metaopt.agents", "--agent"), (EXECUTORS, "metaopt.executors", "--executor"),
                               (FORMATS, "metaopt.export_formats", "--format"),
@@ -98,14 +98,14 @@ def test_user_facing_registries_have_a_plugin_group_and_name_their_option():
 
 
 def test_a_plugin_mechanism_is_usable_like_a_builtin(monkeypatch):
-    from metaopt.meta_agent.bilevel.config import BilevelConfig
-    from metaopt.meta_agent.bilevel.host import BuiltinHost
-    from metaopt.meta_agent.mechanisms import builtin_source
+    from metaopt.meta_agent.search.bilevel.config import BilevelConfig
+    from metaopt.meta_agent.search.bilevel.host import BuiltinHost
+    from metaopt.meta_agent.search.mechanisms import builtin_source
 
-    plugin = EntryPoint("tabu2", "metaopt.meta_agent.mechanisms.tabu:Mechanism", "metaopt.mechanisms")
+    plugin = EntryPoint("tabu2", "metaopt.meta_agent.search.mechanisms.tabu:Mechanism", "metaopt.mechanisms")
     monkeypatch.setattr("metaopt.core.registry.entry_points", lambda group: [plugin] if group == plugin.group else [])
     assert BilevelConfig(builtins=["tabu2"]).builtins == ["tabu2"]
-    assert builtin_source("tabu2") == builtin_source("tabu") == (PACKAGE / "meta_agent/mechanisms/tabu.py").read_text()
+    assert builtin_source("tabu2") == builtin_source("tabu") == (PACKAGE / "meta_agent/search/mechanisms/tabu.py").read_text()
     assert BuiltinHost("tabu2").info["name"] == "tabu"
     with pytest.raises(ValidationError, match=r"unknown mechanism 'nope' \(known: tabu, bandit, explore, tabu2\)"):
         BilevelConfig(builtins=["nope"])

@@ -160,7 +160,7 @@ def test_bad_input_exits_2_with_one_line(tmp_path):
 
 def test_unreachable_daemon_is_one_line_exit_2(tmp_path):
     env = {**os.environ, "DOCKER_HOST": "unix:///nonexistent/docker.sock"}
-    r = subprocess.run([sys.executable, "-m", "metaopt.meta_agent.cli", "eval", "--benchmark", "terminalbench-sample",
+    r = subprocess.run([sys.executable, "-m", "metaopt.cli", "eval", "--benchmark", "terminalbench-sample",
                         "--db", str(tmp_path / "x.duckdb")], capture_output=True, check=False, text=True, env=env, timeout=60)
     assert r.returncode == 2 and "Docker daemon" in r.stderr and "Traceback" not in r.stderr
 
@@ -172,7 +172,7 @@ def test_interrupt_keeps_finished_trials_and_leaves_no_container(tmp_path, sig):
     harbor_task(ds, "b-slow", "sleep 600\n", REWARD_FROM_FILE, agent_timeout=900)
     harbor_task(ds, "c-slow", "sleep 600\n", REWARD_FROM_FILE, agent_timeout=900)
     db = tmp_path / "i.duckdb"
-    proc = subprocess.Popen([sys.executable, "-m", "metaopt.meta_agent.cli", "eval", "--benchmark", "terminalbench",
+    proc = subprocess.Popen([sys.executable, "-m", "metaopt.cli", "eval", "--benchmark", "terminalbench",
                              "--dataset", str(ds), "--agent", "oracle", "--db", str(db), "-j", "1"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     client = docker.from_env()

@@ -62,7 +62,7 @@ def store(docker_image, tmp_path_factory) -> dict:
 
 @pytest.fixture(scope="module")
 def server(store) -> str:
-    proc = subprocess.Popen([sys.executable, "-m", "metaopt.meta_agent.cli", "ui", "--db", str(store["db"]), "--port", "0"],
+    proc = subprocess.Popen([sys.executable, "-m", "metaopt.cli", "ui", "--db", str(store["db"]), "--port", "0"],
                             stderr=subprocess.PIPE, text=True)
     line = proc.stderr.readline()
     m = re.search(r"http://127\.0\.0\.1:\d+/", line)
@@ -199,7 +199,7 @@ def test_a_running_eval_is_not_blocked_and_shows_up(server, store):
     """Last in this module: it adds a run to the shared store. `metaopt eval` writes the store
     the running `metaopt ui` reads; the eval must succeed and its trials appear in the views."""
     ds = store["db"].parent / "ds"
-    proc = subprocess.Popen([sys.executable, "-m", "metaopt.meta_agent.cli", "eval", "--benchmark", "terminalbench",
+    proc = subprocess.Popen([sys.executable, "-m", "metaopt.cli", "eval", "--benchmark", "terminalbench",
                              "--dataset", str(ds), "--model", "fake/nop", "--tasks", "steps-04,steps-05",
                              "--db", str(store["db"]), "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     polls = 0

@@ -33,7 +33,7 @@ def run(tmp_path_factory) -> dict:
 
 @pytest.fixture(scope="module")
 def server(run) -> str:
-    proc = subprocess.Popen([sys.executable, "-m", "metaopt.meta_agent.cli", "ui", "--db", str(run["db"]), "--port", "0"],
+    proc = subprocess.Popen([sys.executable, "-m", "metaopt.cli", "ui", "--db", str(run["db"]), "--port", "0"],
                             stderr=subprocess.PIPE, text=True)
     m = re.search(r"http://127\.0\.0\.1:\d+/", proc.stderr.readline())
     assert m

@@ -175,7 +175,7 @@ def test_bad_parameters_and_unknown_paths_are_json_errors(tmp_path):
 def test_ui_binds_localhost_and_reports_a_busy_port(tmp_path):
     db = tmp_path / "u.duckdb"
     Store(db).close()
-    proc = subprocess.Popen([sys.executable, "-m", "metaopt.meta_agent.cli", "ui", "--db", str(db), "--port", "0"],
+    proc = subprocess.Popen([sys.executable, "-m", "metaopt.cli", "ui", "--db", str(db), "--port", "0"],
                             cwd=ROOT, stderr=subprocess.PIPE, text=True)
     try:
         m = re.search(r"http://127\.0\.0\.1:(\d+)/", proc.stderr.readline())

@@ -90,8 +90,8 @@ def test_python_export_local_executor_and_command_line(candidate, tmp_path):
 
 
 def test_exports_never_hold_api_keys(candidate, tmp_path, monkeypatch):
-    from metaopt.meta_agent.export import FORMATS
-    from metaopt.meta_agent.export import export as export_lib
+    from metaopt.export import FORMATS
+    from metaopt.export import export as export_lib
 
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-secret-0001")
     monkeypatch.setenv("OPENAI_API_KEY", "sk-secret-0002")

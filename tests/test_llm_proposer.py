@@ -202,7 +202,7 @@ def test_cli_refuses_meta_models_it_cannot_build(tmp_path):
     for value, needle in [("llm", "provider/model"), ("smart", "not available"),
                           ("anthropic/claude-opus-4-1", "ANTHROPIC_API_KEY is not set"),
                           ("fake/script:/no/such.yaml", "cannot read fake script")]:
-        r = subprocess.run([sys.executable, "-m", "metaopt.meta_agent.cli", "run", "--benchmark", "terminalbench-sample",
+        r = subprocess.run([sys.executable, "-m", "metaopt.cli", "run", "--benchmark", "terminalbench-sample",
                             "--model", "fake/solution", "--meta-model", value, "--db", str(tmp_path / "x.duckdb")],
                            capture_output=True, check=False, text=True, timeout=60)
         assert r.returncode == 2 and "--meta-model" in r.stderr and needle in r.stderr, (value, r.stderr)

@@ -42,7 +42,7 @@ def test_eval_with_the_local_model_runs_a_real_episode_and_stores_its_trace(tmp_
     env = {**os.environ, "PYTHONPATH": str(REPO), "METAOPT_ALLOW_MODEL_REQUESTS": "1",
            "METAOPT_LOCAL_PARALLEL": "1"}
     r = subprocess.run(
-        [sys.executable, "-m", "metaopt.meta_agent.cli", "eval", "--benchmark", "terminalbench-sample",
+        [sys.executable, "-m", "metaopt.cli", "eval", "--benchmark", "terminalbench-sample",
          "--tasks", "hello-greetings", "--harness", str(small_baseline(tmp_path / "h")), "--model", MODEL,
          "--db", str(db), "--json"], capture_output=True, check=False, text=True, env=env, cwd=tmp_path, timeout=850)
     assert r.returncode == 0, r.stderr[-3000:]

@@ -145,7 +145,7 @@ def test_resolve_checks_paths_of_your_own(tmp_path):
 
 
 def run_cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "metaopt.meta_agent.cli", *args], capture_output=True, check=False, text=True,
+    return subprocess.run([sys.executable, "-m", "metaopt.cli", *args], capture_output=True, check=False, text=True,
                           env={**os.environ, "PYTHONPATH": str(REPO), **env}, timeout=300, cwd=REPO)
 
 

@@ -7,10 +7,10 @@ from __future__ import annotations
 import pytest
 from _bilevel_helpers import PROMPT_TABU, recorded
 
-from metaopt.meta_agent.bilevel.host import DockerHost, HostStartError, ProcessHost
-from metaopt.meta_agent.bilevel.ladder import LadderInput, contract_step, dry_run_step
-from metaopt.meta_agent.bilevel.static import imports_step, parse_step
-from metaopt.meta_agent.mechanisms import BUILTINS, builtin_source
+from metaopt.meta_agent.search.bilevel.host import DockerHost, HostStartError, ProcessHost
+from metaopt.meta_agent.search.bilevel.ladder import LadderInput, contract_step, dry_run_step
+from metaopt.meta_agent.search.bilevel.static import imports_step, parse_step
+from metaopt.meta_agent.search.mechanisms import BUILTINS, builtin_source
 
 LLM = {"name": "llm", "takes_guidance": True, "areas": ["prompts", "tools", "routing", "limits"]}
 HEURISTIC = {"name": "heuristic", "takes_guidance": False, "areas": ["limits"]}
@@ -213,8 +213,8 @@ def test_the_contract_runs_in_a_docker_sandbox_without_network(docker_backend):
 
 
 def test_a_live_timeout_switches_the_mechanism_off_and_points_the_active_set_back(tmp_path):
-    from metaopt.meta_agent.bilevel.live import Live, Registry
-    from metaopt.meta_agent.bilevel.records import ActiveSet, HookCall, MechanismRow
+    from metaopt.meta_agent.search.bilevel.live import Live, Registry
+    from metaopt.meta_agent.search.bilevel.records import ActiveSet, HookCall, MechanismRow
     from metaopt.traces.store import Store, now
 
     src = mech("    def guidance(self, ctx):\n        while ctx['iteration'] > 3:\n            pass\n        return 'ok'\n")

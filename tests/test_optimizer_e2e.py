@@ -71,7 +71,7 @@ def test_heuristic_run_improves_the_sealed_test_score_and_explains_itself(tmp_pa
 def test_kill_9_then_resume_reruns_nothing(tmp_path):
     prefix = f"kill9-{secrets.token_hex(3)}"  # task ids no other run on this daemon has
     ds, db = make_tasks(tmp_path / "ds", prefix=prefix), tmp_path / "k.duckdb"
-    proc = subprocess.Popen([sys.executable, "-m", "metaopt.meta_agent.cli", "run", *args(ds, db)],
+    proc = subprocess.Popen([sys.executable, "-m", "metaopt.cli", "run", *args(ds, db)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     client = docker.from_env()
     deadline = time.monotonic() + 600
@@ -136,7 +136,7 @@ def test_sigterm_stops_the_run_like_ctrl_c(tmp_path):
     """SIGTERM: exit 130, the experiment is `interrupted` (resumable), and no container is left."""
     prefix = f"sigterm-{secrets.token_hex(3)}"  # task ids no other run on this daemon has
     ds, db = make_tasks(tmp_path / "ds", n_long=3, n_short=3, prefix=prefix), tmp_path / "t.duckdb"
-    proc = subprocess.Popen([sys.executable, "-m", "metaopt.meta_agent.cli", "run", *args(ds, db)],
+    proc = subprocess.Popen([sys.executable, "-m", "metaopt.cli", "run", *args(ds, db)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     client = docker.from_env()
     deadline = time.monotonic() + 600
@@ -179,7 +179,7 @@ def test_split_that_leaves_a_set_empty(tmp_path):
 def test_the_sample_benchmark_run_from_the_readme_improves_the_test_score(tmp_path):
     """The issue's offline end-to-end command, on the shipped sample tasks (several minutes)."""
     minimal = Path(__file__).parents[1] / "metaopt" / "harnesses" / "minimal"
-    r = subprocess.run([sys.executable, "-m", "metaopt.meta_agent.cli", "run", "--benchmark", "terminalbench-sample",
+    r = subprocess.run([sys.executable, "-m", "metaopt.cli", "run", "--benchmark", "terminalbench-sample",
                         "--harness", str(minimal), "--model", "fake/solution", "--meta-model", "heuristic",
                         "--db", str(tmp_path / "s.duckdb"), "--json"], capture_output=True, check=False, text=True, timeout=2400)
     assert r.returncode == 0, r.stderr

@@ -6,8 +6,8 @@ from collections import Counter
 import pytest
 
 from metaopt.meta_agent.records import CandidateView
-from metaopt.meta_agent.strategies import get_strategy
-from metaopt.meta_agent.strategies.pareto import Pareto, frontier, merge
+from metaopt.meta_agent.search.strategies import get_strategy
+from metaopt.meta_agent.search.strategies.pareto import Pareto, frontier, merge
 from metaopt.task_agent.harness import Harness
 from metaopt.task_agent.harness_io import load_harness, resolve_harness
 

@@ -27,7 +27,7 @@ def test_the_wheel_installs_only_metaopt(tmp_path):
     assert {t for t in top if not t.endswith(".dist-info")} == {"metaopt"}, sorted(top)
     meta = next(t for t in top if t.endswith(".dist-info"))
     entry = zipfile.ZipFile(wheel).read(f"{meta}/entry_points.txt").decode()
-    assert "metaopt = metaopt.meta_agent.cli:main" in entry and "metaopt.sandbox.inspect_env" in entry
+    assert "metaopt = metaopt.cli:main" in entry and "metaopt.sandbox.inspect_env" in entry
     assert any(n.startswith("metaopt/benchmarks/samples/terminalbench/") for n in names)  # package data
     assert any(n.startswith("metaopt/harnesses/baseline/") for n in names)
 

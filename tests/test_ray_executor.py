@@ -35,12 +35,12 @@ def ray_cluster(docker_image, ray_start, tmp_path_factory):
 
 
 def cli(ray_cluster: RayCluster, *args: str, timeout: float = 900) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "metaopt.meta_agent.cli", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "metaopt.cli", *args], capture_output=True, text=True,
                           check=False, timeout=timeout, env=ray_cluster.env)
 
 
 def start(ray_cluster: RayCluster, *args: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "metaopt.meta_agent.cli", *args], stdout=subprocess.PIPE,
+    return subprocess.Popen([sys.executable, "-m", "metaopt.cli", *args], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env=ray_cluster.env)
 
 

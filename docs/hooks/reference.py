@@ -49,7 +49,7 @@ def cli_app() -> Any:
     """The click command behind `metaopt` (typer builds it from the app)."""
     import typer.main
 
-    from metaopt.meta_agent import cli
+    from metaopt import cli
 
     if not cli.app.registered_commands:
         cli._register()
@@ -86,7 +86,7 @@ def _clean(text: str | None) -> str:
 def cli_page() -> str:
     lines = ["# CLI reference", "",
              "Every command, argument and option of `metaopt`, read from the typer app",
-             "(`metaopt.meta_agent.cli:app`) when the site is built. `metaopt COMMAND --help` prints the same.",
+             "(`metaopt.cli:app`) when the site is built. `metaopt COMMAND --help` prints the same.",
              "`python -m metaopt` runs the same CLI.", "",
              "Exit codes: 0 done, 1 the run failed, 2 bad input (one line naming the bad field, file or task),",
              "130 interrupted.", ""]
@@ -120,7 +120,7 @@ CONFIG_MODELS = [
     ("metaopt.meta_agent.config", "RunConfig"),
     ("metaopt.evaluation.config", "EvalConfig"),
     ("metaopt.meta_agent.sequential", "SequentialRule"),
-    ("metaopt.meta_agent.bilevel.config", "BilevelConfig"),
+    ("metaopt.meta_agent.search.bilevel.config", "BilevelConfig"),
     ("metaopt.task_agent.harness", "Harness"),
     ("metaopt.benchmarks.task", "Task"),
 ]
@@ -216,7 +216,7 @@ def config_page() -> str:
 
 
 # -- store ---------------------------------------------------------------------------------------------
-RECORD_MODULES = ["metaopt.evaluation.result", "metaopt.meta_agent.records", "metaopt.meta_agent.bilevel.records"]
+RECORD_MODULES = ["metaopt.evaluation.result", "metaopt.meta_agent.records", "metaopt.meta_agent.search.bilevel.records"]
 
 
 def _records() -> dict[str, Any]:

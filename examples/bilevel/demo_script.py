@@ -31,9 +31,9 @@ import yaml
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent.parent))
 
-from metaopt.meta_agent.bilevel import judge
-from metaopt.meta_agent.mechanisms import source_hash
 from metaopt.meta_agent.proposers.llm_tools import harness_yaml
+from metaopt.meta_agent.search.bilevel import judge
+from metaopt.meta_agent.search.mechanisms import source_hash
 from metaopt.task_agent.harness import Harness
 from metaopt.task_agent.harness_io import load_harness, resolve_harness
 

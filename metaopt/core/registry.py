@@ -6,7 +6,7 @@ import time). Plugins add names through one entry-point group per kind (`metaopt
 `metaopt.proposers`, ...); a plugin cannot replace a built-in. An unknown name raises
 UnknownName listing the known ones.
 
-    STRATEGIES = Registry("strategy", "metaopt.strategies", {"greedy": "metaopt.meta_agent.strategies.greedy:Greedy"})
+    STRATEGIES = Registry("strategy", "metaopt.strategies", {"greedy": "metaopt.meta_agent.search.strategies.greedy:Greedy"})
     STRATEGIES.load("greedy")()   # the class, then an instance
 """
 

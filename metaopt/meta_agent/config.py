@@ -7,7 +7,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from metaopt.meta_agent.bilevel.config import BilevelConfig
+from metaopt.meta_agent.search.bilevel.config import BilevelConfig
 from metaopt.meta_agent.sequential import SequentialRule
 
 

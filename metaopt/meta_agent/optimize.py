@@ -40,10 +40,10 @@ from metaopt.meta_agent.liveness import Liveness
 from metaopt.meta_agent.plot import write_progress_png
 from metaopt.meta_agent.proposers import Evidence, Revision, get_proposer
 from metaopt.meta_agent.records import Candidate, CandidateScores, CandidateView, Stage
+from metaopt.meta_agent.search.strategies import get_strategy
+from metaopt.meta_agent.search.strategies.hooks import NoSearch, bind_search
 from metaopt.meta_agent.sequential import rule_text
 from metaopt.meta_agent.staged import preflight
-from metaopt.meta_agent.strategies import get_strategy
-from metaopt.meta_agent.strategies.hooks import NoSearch, bind_search
 from metaopt.task_agent.harness import Harness
 from metaopt.traces.store import Store
 

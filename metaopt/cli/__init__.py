@@ -1,0 +1,41 @@
+"""The `metaopt` command: a thin typer layer. Each command builds a config, builds objects and
+calls one library function (the same one tests and examples call).
+
+Exit codes: 0 done, 1 the run failed, 2 bad input (one line naming the bad field or file; every
+UserError is mapped here, once), 130 interrupted (finished trials are kept in the store).
+"""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, help="metaopt: optimize agent harnesses with evidence.")
+
+
+def _register() -> None:
+    from metaopt.cli import eval as eval_
+    from metaopt.cli import export, models, run, sandbox, traces, ui
+
+    app.command("eval")(eval_.eval_cmd)
+    app.command("run")(run.run_cmd)
+    app.command("export")(export.export_cmd)
+    app.command("ui")(ui.ui_cmd)
+    app.add_typer(traces.app, name="traces")
+    ui.register_views(traces.app)
+    app.add_typer(sandbox.sandbox_app, name="sandbox")
+    app.add_typer(sandbox.benchmarks_app, name="benchmarks")
+    app.add_typer(models.app, name="models")
+
+
+def main() -> None:
+    from metaopt.cli.common import error_line
+    from metaopt.core.errors import UserError
+
+    _register()
+    try:
+        app()
+    except UserError as e:
+        error_line(e.line())
+        sys.exit(2)

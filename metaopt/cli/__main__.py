@@ -1,0 +1,3 @@
+from metaopt.cli import main
+
+main()

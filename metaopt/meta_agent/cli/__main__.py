@@ -1,3 +1,0 @@
-from metaopt.meta_agent.cli import main
-
-main()

@@ -1,0 +1,118 @@
+"""The bilevel strategy's rows (tables from traces/migrations.py 0006_bilevel_mechanisms): every
+mechanism with its source, each ladder step, every hook call with what it returned and what it
+did, the active set over time (rollback = a new row pointing back at earlier hashes), Level 1.5's
+search parameters, Level 2's conversations and the judgement of each generated mechanism."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import Field
+
+from metaopt.meta_agent.search.bilevel.static import CheckStep
+from metaopt.traces.records import Record
+
+SessionOutcome = Literal["module", "spec_error", "code_error", "model_error"]
+
+MechanismStatus = Literal["builtin", "validating", "refused", "on_trial", "kept", "rolled_back", "off"]
+
+
+class MechanismRow(Record, table="mechanisms"):
+    experiment_id: str
+    mechanism_hash: str
+    """sha256 of the source: the mechanism's identity."""
+    name: str
+    origin: Literal["builtin", "generated"]
+    source: str
+    spec: dict[str, Any] | None = None
+    """The Level-2 session's Specify object (generated mechanisms)."""
+    session_id: str | None = None
+    status: MechanismStatus
+    status_reason: str | None = None
+    trial: dict[str, Any] | None = None
+    """The judgement plan: {"start": iteration, "window": W, "order": ["on", "off", ...]}."""
+    created_at: datetime
+    updated_at: datetime
+
+
+class MechanismCheck(Record, table="mechanism_checks"):
+    experiment_id: str
+    mechanism_hash: str
+    step: CheckStep
+    attempt: int = 1
+    ok: bool
+    reason: str
+    detail: dict[str, Any] = Field(default_factory=dict)
+    checked_at: datetime
+
+
+class HookCall(Record, table="mechanism_calls"):
+    experiment_id: str
+    iteration: int
+    candidate_id: str | None = None
+    """The candidate the call was for (the one about to be proposed, or just decided)."""
+    mechanism_hash: str
+    mechanism: str
+    hook: str
+    status: Literal["ok", "raised", "timeout", "garbage", "dead", "skipped"]
+    output: str | None = None
+    """The returned value as JSON text."""
+    error: str | None = None
+    effect: str | None = None
+    """What the output did: shown to the proposer, picked the parent, dropped the revision, ..."""
+    state: dict[str, Any] | None = None
+    """state_dict() after an on_result (what a resume restores)."""
+    ms: float = 0.0
+    called_at: datetime
+
+
+class ActiveSet(Record, table="mechanism_active_sets"):
+    experiment_id: str
+    iteration: int
+    """First iteration the set applies to."""
+    hashes: list[str]
+    reason: str
+    changed_at: datetime
+
+
+class SearchParams(Record, table="search_params"):
+    experiment_id: str
+    iteration: int
+    params: dict[str, Any]
+    """{"favour": [...], "freeze": {area: until_iteration}, "explore_rate": x, "guidance": str | None}."""
+    reason: str
+    decided_at: datetime
+
+
+class Judgement(Record, table="mechanism_judgements"):
+    experiment_id: str
+    mechanism_hash: str
+    iteration: int
+    outcome: Literal["keep", "roll_back", "undecided"]
+    rule: str
+    reason: str
+    windows: list[dict[str, Any]] = Field(default_factory=list)
+    """Each window: {"phase": "on"|"off", "pair": j, "iterations": [...], "gain": g, "trials": n, "rate": g/n}."""
+    n_pairs: int = 0
+    mean_diff: float | None = None
+    ci_low: float | None = None
+    ci_high: float | None = None
+    judged_at: datetime
+
+
+class Level2Session(Record, table="level2_sessions"):
+    session_id: str
+    experiment_id: str
+    round: int
+    iteration: int
+    model: str
+    outcome: SessionOutcome
+    errors: list[str] = Field(default_factory=list)
+    spec: dict[str, Any] | None = None
+    mechanism_hash: str | None = None
+    messages: list[dict[str, Any]] = Field(default_factory=list)
+    """The whole conversation: [{"role", "text"}, ...]."""
+    usd: float = 0.0
+    started_at: datetime
+    finished_at: datetime
