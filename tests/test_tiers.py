@@ -74,7 +74,7 @@ def test_marks_follow_the_fixtures(marks):
     assert "tests/test_sandbox_docker.py::test_no_network_by_default_and_bridge_on_request" in having("docker")
     assert any(n.startswith("tests/test_eval_e2e.py::") for n in having("docker"))  # through an autouse fixture
     assert not any(n.startswith("tests/test_sandbox_local.py::") for n in having("docker"))  # own make_sandbox
-    assert "tests/test_meta_agent_local.py::test_a_real_local_proposal_reaches_the_guard" in having("model")
+    assert "tests/test_meta_agent_local.py::test_two_real_proposals_reach_the_guard_and_the_second_consults_the_history" in having("model")
     assert any(n.startswith("tests/test_ray_executor.py::") for n in having("ray"))
     assert any(n.startswith("tests/test_explorer.py::") for n in having("browser"))
     assert any(n.startswith("tests/test_optimizer_local.py::") for n in having("root"))
