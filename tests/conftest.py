@@ -16,9 +16,17 @@ that takes over a minute on its own resources. tests/test_tiers.py guards all of
 
 import json
 import os
+import signal
 from pathlib import Path
 
 import pytest
+
+# Launched in the background (`cmd &` in a non-interactive shell) the suite starts with SIGINT
+# ignored, and every child inherits that: the Ctrl-C tests then signal processes that cannot hear
+# it. A handled signal is reset to the default in a child at exec, so handling it here gives every
+# child a normal Ctrl-C whatever shell started the suite.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 # Shared fixtures live in helper modules; registering them here, rather than importing them into
 # each test module, gives one definition per fixture (session-scoped ones really are per session).
