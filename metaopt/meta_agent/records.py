@@ -1,5 +1,7 @@
-"""The experiment's typed rows (tables from traces/migrations.py 0003 and 0004) and the small typed state
-the loop keeps between decisions. Written by column name, read back typed (traces.records)."""
+"""Owner of the experiment's tables (experiments, candidates, gate_decisions, budget_ledger, notebook):
+their DDL (the meta-agent's part of the named migrations), their records and the queries over them
+(tests/test_table_owners.py); and the small typed state the loop keeps between decisions. Rows are
+written by column name and read back typed (traces.records)."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from metaopt.meta_agent.gate import Scores
 from metaopt.meta_agent.liveness import Liveness
 from metaopt.meta_agent.predictions import Manifest, PredictionCheck
 from metaopt.task_agent.harness import Harness
+from metaopt.traces.migrations import Schema
 from metaopt.traces.records import Record
 
 Status = Literal["baseline", "pending", "accepted", "rejected", "inconclusive", "invalid"]
@@ -141,3 +144,97 @@ class CandidateView(BaseModel):
     val_scores: Scores = Field(default_factory=dict)
     """Validation task -> trial scores (None = an errored trial); {} when never validated."""
     val_mean: float = 0.0
+
+
+_MIGRATIONS: tuple[tuple[str, str], ...] = (
+    (
+        "0003_experiment_ledger",
+        """
+        CREATE TABLE experiments (
+            experiment_id VARCHAR PRIMARY KEY,
+            benchmark VARCHAR NOT NULL,
+            config JSON NOT NULL,            -- every option the run was started with
+            splits JSON NOT NULL,            -- {train: [task ids], validation: [...], test: [...]}
+            status VARCHAR NOT NULL,         -- running | finished | interrupted | failed
+            started_at TIMESTAMP NOT NULL,
+            finished_at TIMESTAMP,
+            result JSON                      -- the final report (the --json object)
+        );
+        CREATE TABLE candidates (
+            candidate_id VARCHAR PRIMARY KEY,
+            experiment_id VARCHAR NOT NULL,
+            parent_id VARCHAR,
+            iteration INTEGER NOT NULL,      -- 0 = the starting harness
+            status VARCHAR NOT NULL,         -- baseline | pending | accepted | rejected | inconclusive | invalid
+            proposer VARCHAR,
+            rationale VARCHAR,
+            evidence JSON,                   -- trial ids / span ids the proposal cites
+            diff VARCHAR,                    -- unified diff against the parent's harness files
+            harness JSON NOT NULL,           -- full snapshot of the harness
+            harness_hash VARCHAR NOT NULL,
+            status_reason VARCHAR,
+            created_at TIMESTAMP NOT NULL
+        );
+        CREATE TABLE gate_decisions (
+            experiment_id VARCHAR NOT NULL,
+            candidate_id VARCHAR NOT NULL,
+            parent_id VARCHAR,
+            stage VARCHAR NOT NULL,          -- smoke | screen | validation
+            outcome VARCHAR NOT NULL,        -- pass | fail | accept | reject | inconclusive
+            delta DOUBLE,
+            se DOUBLE,
+            threshold DOUBLE,
+            n_tasks INTEGER,
+            coverage DOUBLE,
+            reason VARCHAR NOT NULL,
+            rule VARCHAR NOT NULL,
+            details JSON,
+            decided_at TIMESTAMP NOT NULL
+        );
+        CREATE TABLE budget_ledger (
+            experiment_id VARCHAR NOT NULL,
+            candidate_id VARCHAR,
+            kind VARCHAR NOT NULL,           -- task | meta
+            ref VARCHAR,                     -- trial id, or the proposal it paid for
+            usd DOUBLE,                      -- NULL when the price is unknown
+            input_tokens BIGINT,
+            output_tokens BIGINT,
+            recorded_at TIMESTAMP NOT NULL
+        );
+        """,
+    ),
+    (
+        "0004_stats_alpha_and_saved_trials",
+        """
+        ALTER TABLE gate_decisions ADD COLUMN alpha_spent DOUBLE;  -- experiment alpha this row committed (0: none)
+        ALTER TABLE budget_ledger ADD COLUMN trials INTEGER;       -- kind 'saved': validation trials not run
+        """,
+    ),
+    (
+        "0006_memory_history",
+        # The meta-agent's memory (issue 13) and its traces (issue 12 item 9): the proposal's
+        # transcript (an `invoke_agent meta-agent` trace in spans), its falsifiable manifest and
+        # the checks run on it, and a notebook it keeps across proposals.
+        """
+        ALTER TABLE candidates ADD COLUMN proposal_trace_id VARCHAR;  -- trace of the meta-agent session
+        ALTER TABLE candidates ADD COLUMN predictions JSON;         -- {cause, fixes: [train task], keeps: [train task]}
+        ALTER TABLE candidates ADD COLUMN prediction_check JSON;    -- meta_agent.predictions.PredictionCheck
+        ALTER TABLE candidates ADD COLUMN liveness JSON;            -- meta_agent.liveness.Liveness
+        CREATE TABLE notebook (
+            experiment_id VARCHAR NOT NULL,
+            seq INTEGER NOT NULL,            -- 1, 2, ... per experiment, in writing order
+            parent_id VARCHAR,               -- the candidate the session was proposing a child of
+            trace_id VARCHAR,                -- the meta-agent session that wrote it
+            text VARCHAR NOT NULL,
+            written_at TIMESTAMP NOT NULL
+        );
+        """,
+    ),
+    ("0008_bilevel_mechanisms", """
+        ALTER TABLE candidates ADD COLUMN mechanisms JSON;  -- hashes of the active mechanism set
+        """,
+    ),
+)
+
+SCHEMA = Schema(tables=("experiments", "candidates", "gate_decisions", "budget_ledger", "notebook"),
+                migrations=_MIGRATIONS)

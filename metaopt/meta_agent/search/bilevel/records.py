@@ -1,4 +1,5 @@
-"""The bilevel strategy's rows (tables from traces/migrations.py 0006_bilevel_mechanisms): every
+"""Owner of the bilevel strategy's tables (migration 0008_bilevel_mechanisms): their DDL, records and
+queries (tests/test_table_owners.py). The rows: every
 mechanism with its source, each ladder step, every hook call with what it returned and what it
 did, the active set over time (rollback = a new row pointing back at earlier hashes), Level 1.5's
 search parameters, Level 2's conversations and the judgement of each generated mechanism."""
@@ -11,6 +12,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from metaopt.meta_agent.search.bilevel.static import CheckStep
+from metaopt.traces.migrations import Schema
 from metaopt.traces.records import Record
 
 SessionOutcome = Literal["module", "spec_error", "code_error", "model_error"]
@@ -116,3 +118,98 @@ class Level2Session(Record, table="level2_sessions"):
     usd: float = 0.0
     started_at: datetime
     finished_at: datetime
+
+
+_MIGRATIONS: tuple[tuple[str, str], ...] = (
+    (
+        "0008_bilevel_mechanisms",
+        """
+        CREATE TABLE mechanisms (
+            experiment_id VARCHAR NOT NULL,
+            mechanism_hash VARCHAR NOT NULL,  -- sha256 of the source
+            name VARCHAR NOT NULL,
+            origin VARCHAR NOT NULL,          -- builtin | generated
+            source VARCHAR NOT NULL,
+            spec JSON,                        -- the Level-2 Specify object
+            session_id VARCHAR,
+            status VARCHAR NOT NULL,          -- builtin | validating | refused | on_trial | kept | rolled_back | off
+            status_reason VARCHAR,
+            trial JSON,                       -- judgement plan: windows and their order
+            created_at TIMESTAMP NOT NULL,
+            updated_at TIMESTAMP NOT NULL,
+            PRIMARY KEY (experiment_id, mechanism_hash)
+        );
+        CREATE TABLE mechanism_checks (
+            experiment_id VARCHAR NOT NULL,
+            mechanism_hash VARCHAR NOT NULL,
+            step VARCHAR NOT NULL,            -- parse | imports | contract | dry_run
+            attempt INTEGER NOT NULL,
+            ok BOOLEAN NOT NULL,
+            reason VARCHAR NOT NULL,
+            detail JSON,
+            checked_at TIMESTAMP NOT NULL
+        );
+        CREATE TABLE mechanism_calls (
+            experiment_id VARCHAR NOT NULL,
+            iteration INTEGER NOT NULL,
+            candidate_id VARCHAR,
+            mechanism_hash VARCHAR NOT NULL,
+            mechanism VARCHAR NOT NULL,
+            hook VARCHAR NOT NULL,
+            status VARCHAR NOT NULL,          -- ok | raised | timeout | garbage | dead | skipped
+            output JSON,
+            error VARCHAR,
+            effect VARCHAR,
+            state JSON,
+            ms DOUBLE,
+            called_at TIMESTAMP NOT NULL
+        );
+        CREATE TABLE mechanism_active_sets (
+            experiment_id VARCHAR NOT NULL,
+            iteration INTEGER NOT NULL,
+            hashes JSON NOT NULL,
+            reason VARCHAR NOT NULL,
+            changed_at TIMESTAMP NOT NULL
+        );
+        CREATE TABLE search_params (
+            experiment_id VARCHAR NOT NULL,
+            iteration INTEGER NOT NULL,
+            params JSON NOT NULL,
+            reason VARCHAR NOT NULL,
+            decided_at TIMESTAMP NOT NULL
+        );
+        CREATE TABLE mechanism_judgements (
+            experiment_id VARCHAR NOT NULL,
+            mechanism_hash VARCHAR NOT NULL,
+            iteration INTEGER NOT NULL,
+            outcome VARCHAR NOT NULL,         -- keep | roll_back | undecided
+            rule VARCHAR NOT NULL,
+            reason VARCHAR NOT NULL,
+            windows JSON,
+            n_pairs INTEGER,
+            mean_diff DOUBLE,
+            ci_low DOUBLE,
+            ci_high DOUBLE,
+            judged_at TIMESTAMP NOT NULL
+        );
+        CREATE TABLE level2_sessions (
+            session_id VARCHAR PRIMARY KEY,
+            experiment_id VARCHAR NOT NULL,
+            round INTEGER NOT NULL,
+            iteration INTEGER NOT NULL,
+            model VARCHAR NOT NULL,
+            outcome VARCHAR NOT NULL,         -- module | spec_error | code_error | model_error
+            errors JSON,
+            spec JSON,
+            mechanism_hash VARCHAR,
+            messages JSON,
+            usd DOUBLE,
+            started_at TIMESTAMP NOT NULL,
+            finished_at TIMESTAMP NOT NULL
+        );
+        """,
+    ),
+)
+
+SCHEMA = Schema(tables=("mechanisms", "mechanism_checks", "mechanism_calls", "mechanism_active_sets", "search_params",
+                        "mechanism_judgements", "level2_sessions"), migrations=_MIGRATIONS)
