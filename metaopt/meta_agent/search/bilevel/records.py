@@ -6,6 +6,7 @@ search parameters, Level 2's conversations and the judgement of each generated m
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
 from typing import Any, Literal
 
@@ -14,6 +15,7 @@ from pydantic import Field
 from metaopt.meta_agent.search.bilevel.static import CheckStep
 from metaopt.traces.migrations import Schema
 from metaopt.traces.records import Record
+from metaopt.traces.store import Store, now
 
 SessionOutcome = Literal["module", "spec_error", "code_error", "model_error"]
 
@@ -118,6 +120,76 @@ class Level2Session(Record, table="level2_sessions"):
     usd: float = 0.0
     started_at: datetime
     finished_at: datetime
+
+
+# -- writes and queries -----------------------------------------------------------------------------
+def set_mechanism_status(store: Store, eid: str, h: str, status: str, reason: str | None,
+                         trial: dict[str, Any] | None = None) -> None:
+    """A mechanism's new status (and judgement plan, when given)."""
+    sql = "UPDATE mechanisms SET status = ?, status_reason = ?, updated_at = ?"
+    params: list[Any] = [status, reason, now()]
+    if trial is not None:
+        sql, params = sql + ", trial = ?", params + [json.dumps(trial)]
+    store.con.execute(sql + " WHERE experiment_id = ? AND mechanism_hash = ?", params + [eid, h])
+
+
+def last_state(store: Store, eid: str, h: str) -> dict[str, Any] | None:
+    """The state a mechanism's last successful state_dict() call returned."""
+    rows = store.rows("SELECT state FROM mechanism_calls WHERE experiment_id = ? AND mechanism_hash = ? "
+                      "AND hook = 'state_dict' AND status = 'ok' ORDER BY called_at DESC LIMIT 1", [eid, h])
+    return json.loads(rows[0]["state"]) if rows and rows[0]["state"] else None
+
+
+def set_active_at(store: Store, eid: str, hashes: list[str], before: datetime) -> int | None:
+    """The first iteration of the latest active set equal to `hashes` recorded by `before`."""
+    rows = store.rows("SELECT iteration FROM mechanism_active_sets WHERE experiment_id = ? AND "
+                      "hashes = ?::JSON AND changed_at <= ? ORDER BY changed_at DESC LIMIT 1",
+                      [eid, json.dumps(hashes), before])
+    return rows[0]["iteration"] if rows else None
+
+
+def level2_rounds(store: Store, eid: str) -> tuple[int, int | None]:
+    """(Level-2 sessions so far, the iteration of the last one)."""
+    r = store.rows("SELECT count(*) AS n, max(iteration) AS last FROM level2_sessions WHERE experiment_id = ?",
+                   [eid])[0]
+    return r["n"], r["last"]
+
+
+def level2_history(store: Store, eid: str) -> list[dict[str, Any]]:
+    """{round, iteration, outcome, errors, spec (JSON text)} of every Level-2 session, in order."""
+    return store.rows("SELECT round, iteration, outcome, errors, spec FROM level2_sessions WHERE experiment_id = ? "
+                      "ORDER BY round", [eid])
+
+
+def recent_search_params(store: Store, eid: str, n: int) -> list[dict[str, Any]]:
+    """{iteration, params (JSON text), reason} of the last `n` Level-1.5 decisions, newest first."""
+    return store.rows("SELECT iteration, params, reason FROM search_params WHERE experiment_id = ? "
+                      "ORDER BY iteration DESC LIMIT ?", [eid, n])
+
+
+def mechanism_summaries(store: Store, eid: str) -> list[dict[str, Any]]:
+    """{mechanism_hash, name, origin, status, status_reason} of the experiment's mechanisms, oldest first."""
+    return store.rows("SELECT mechanism_hash, name, origin, status, status_reason FROM mechanisms "
+                      "WHERE experiment_id = ? ORDER BY created_at", [eid])
+
+
+def hook_call_counts(store: Store, eid: str) -> dict[tuple[str, str, str], int]:
+    """(mechanism_hash, hook, status) -> calls."""
+    return {(r["mechanism_hash"], r["hook"], r["status"]): r["n"] for r in store.rows(
+        "SELECT mechanism_hash, hook, status, count(*) AS n FROM mechanism_calls WHERE experiment_id = ? "
+        "GROUP BY 1, 2, 3", [eid])}
+
+
+def recent_effects(store: Store, eid: str, n: int) -> list[dict[str, Any]]:
+    """{mechanism_hash, iteration, hook, effect} of the last `n` successful calls that did something."""
+    return store.rows("SELECT mechanism_hash, iteration, hook, effect FROM mechanism_calls WHERE experiment_id = ?"
+                      " AND effect IS NOT NULL AND status = 'ok' ORDER BY iteration DESC LIMIT ?", [eid, n])
+
+
+def judgement_outcomes(store: Store, eid: str) -> dict[str, dict[str, Any]]:
+    """mechanism_hash -> {mechanism_hash, outcome, reason} of its judgement."""
+    return {r["mechanism_hash"]: r for r in store.rows(
+        "SELECT mechanism_hash, outcome, reason FROM mechanism_judgements WHERE experiment_id = ?", [eid])}
 
 
 _MIGRATIONS: tuple[tuple[str, str], ...] = (
