@@ -152,3 +152,52 @@ def test_the_check_names_a_planted_violation():
     ]
     ok = 'def g(store):\n    return store.rows("SELECT count(*) AS n FROM trials")\n'
     assert check({"metaopt/traces/queries.py": ok})[0] == []
+
+
+def test_each_record_has_exactly_its_tables_columns(tmp_path):
+    from metaopt.traces.records import Record
+    from metaopt.traces.store import Store
+
+    schemas()
+    found, stack = {}, list(Record.__subclasses__())
+    while stack:
+        cls = stack.pop()
+        stack.extend(cls.__subclasses__())
+        if "table" in cls.__dict__:
+            found[cls.table] = cls
+    table_owner, _ = owners()
+    with Store(tmp_path / "s.duckdb") as store:
+        assert {t: sorted(store.columns(t)) for t in table_owner} == {t: sorted(found[t].columns()) for t in table_owner}
+
+
+def test_runs_spans_and_messages_read_back_as_their_records(tmp_path, monkeypatch):
+    import json
+
+    from metaopt.traces.exporter import DuckDBSpanExporter
+    from metaopt.traces.otel import OTLP_ENV, get_tracer, make_tracer_provider
+    from metaopt.traces.store import Store
+    from metaopt.traces.tables import MessageRecord, RunRecord, SpanRecord
+
+    for k in OTLP_ENV:
+        monkeypatch.delenv(k, raising=False)
+    with Store(tmp_path / "t.duckdb") as store:
+        store.begin_run("r1", benchmark="b", agent="oracle", dataset=None, args={"n": 1})
+        store.end_run("r1", "finished")
+        store.end_run("r1", "failed", unless_finished=True)  # a finished run stays finished
+        provider = make_tracer_provider(exporters=[DuckDBSpanExporter(store, batch_rows=1)])
+        msgs = [{"role": "user", "parts": [{"type": "text", "content": "hi"}]}]
+        with get_tracer(provider).start_as_current_span("chat m", attributes={
+                "gen_ai.operation.name": "chat", "metaopt.trial.id": "r1/t/0", "gen_ai.input.messages": json.dumps(msgs),
+                "gen_ai.response.finish_reasons": ["stop"]}):
+            pass
+        provider.shutdown()
+        [run] = store.select(RunRecord)
+        [span] = store.select(SpanRecord)
+        [msg] = store.select(MessageRecord)
+        store.insert(msg.model_copy(update={"span_id": "s2", "part": {"type": "text", "content": "again"}}))
+        again = store.select(MessageRecord, "span_id = ?", ["s2"])
+    assert (run.status, run.args) == ("finished", {"n": 1})
+    assert (span.operation_name, span.trial_id, span.finish_reasons) == ("chat", "r1/t/0", ["stop"])
+    assert span.attributes is not None and span.attributes["gen_ai.operation.name"] == "chat"
+    assert (msg.direction, msg.role, msg.text, msg.part) == ("input", "user", "hi", {"type": "text", "content": "hi"})
+    assert again[0].part == {"type": "text", "content": "again"}
