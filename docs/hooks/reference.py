@@ -216,16 +216,11 @@ def config_page() -> str:
 
 
 # -- store ---------------------------------------------------------------------------------------------
-RECORD_MODULES = ["metaopt.evaluation.result", "metaopt.meta_agent.records", "metaopt.meta_agent.search.bilevel.records"]
-
-
 def _records() -> dict[str, Any]:
-    import importlib
-
+    from metaopt.traces.migrations import schemas
     from metaopt.traces.records import Record
 
-    for m in RECORD_MODULES:
-        importlib.import_module(m)
+    schemas()  # imports every table owner, whose records are the tables' records
     out: dict[str, Any] = {}
     stack = list(Record.__subclasses__())
     while stack:

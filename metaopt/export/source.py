@@ -47,30 +47,26 @@ def load_source(ref: str, db: Path) -> Source:
 
 
 def _from_store(s: Any, cid: str, db: Path) -> Source:
-    rows = s.rows("SELECT * FROM candidates WHERE candidate_id = ?", [cid])
-    if not rows:
-        recent = [r["candidate_id"] for r in s.rows(
-            "SELECT candidate_id FROM candidates ORDER BY created_at DESC LIMIT 3")]
+    from metaopt.meta_agent import records
+
+    cand = records.candidate_row(s, cid)
+    if cand is None:
+        recent = records.latest_candidate_ids(s, 3)
         hint = f" (latest: {', '.join(recent)})" if recent else " (it holds no candidates)"
         raise ExportError(f"candidate {cid!r}: no such candidate in {db} and no such harness folder{hint}")
-    cand = rows[0]
     try:
         harness = Harness.model_validate(json.loads(cand["harness"]))
     except ValueError as e:
         raise ExportError(f"candidate {cid!r}: stored harness is invalid: {str(e).splitlines()[0]}") from None
-    exp = (s.rows("SELECT experiment_id, benchmark, status, started_at, config FROM experiments "
-                  "WHERE experiment_id = ?", [cand["experiment_id"]]) or [None])[0]
+    exp = records.experiment_summary(s, cand["experiment_id"])
     lineage, seen, current = [], set(), cand
     while current is not None and current["candidate_id"] not in seen:
         seen.add(current["candidate_id"])
         lineage.append({k: current[k] for k in ("candidate_id", "iteration", "status", "proposer", "rationale")})
         parent = current["parent_id"]
-        current = (s.rows("SELECT * FROM candidates WHERE candidate_id = ?", [parent]) or [None])[0] if parent else None
-    scores = s.rows("SELECT split, count(*) AS trials, avg(score) AS mean_score, "
-                    "sum(CASE WHEN status = 'error' THEN 1 ELSE 0 END) AS errors "
-                    "FROM trials WHERE candidate_id = ? GROUP BY split ORDER BY split", [cid])
-    decisions = s.rows("SELECT stage, outcome, delta, se, reason FROM gate_decisions "
-                       "WHERE candidate_id = ? ORDER BY decided_at", [cid])
+        current = records.candidate_row(s, parent) if parent else None
+    scores = records.split_scores(s, cid)
+    decisions = records.candidate_decisions(s, cid)
     return Source(harness, label=cid, candidate=cand, experiment=exp, lineage=lineage, scores=scores,
                   decisions=decisions)
 

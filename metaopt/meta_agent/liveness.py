@@ -37,6 +37,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from metaopt.task_agent.harness import Harness, ToolDef
 from metaopt.traces.instrument import prompt_sha256
+from metaopt.traces.queries import TrialSpans
 from metaopt.traces.store import Store
 
 LIMIT_FIELDS = {"timeout_s", "output_limit"}
@@ -186,23 +187,11 @@ def _diff_fields(a: ToolDef, b: ToolDef) -> list[str]:
     return [k for k in db if da.get(k) != db.get(k)]
 
 
-class _Spans:
-    """The spans of a set of trials, queried lazily."""
-
-    def __init__(self, store: Store, trial_ids: list[str]):
-        self.store, self.ids = store, list(dict.fromkeys(trial_ids)) or [""]
-        self.marks = ", ".join("?" * len(self.ids))
-
-    def _rows(self, where: str, params: list[Any] | None = None, cols: str = "*") -> list[dict[str, Any]]:
-        return self.store.rows(f"SELECT {cols} FROM spans WHERE trial_id IN ({self.marks}) AND {where}"
-                               " ORDER BY start_ns", [*self.ids, *(params or [])])
-
-    def any(self) -> bool:
-        return bool(self.store.rows(f"SELECT 1 FROM spans WHERE trial_id IN ({self.marks}) LIMIT 1", self.ids))
+class _Spans(TrialSpans):
+    """The spans of a set of trials, queried lazily (traces.queries.TrialSpans), read as evidence."""
 
     def _tool_rows(self, name: str) -> list[dict[str, Any]]:
-        rows = self._rows("operation_name = 'execute_tool' AND tool_name = ?", [name],
-                          "span_id, trial_id, attributes")
+        rows = self.tool_calls(name)
         for r in rows:
             r["a"] = json.loads(r["attributes"]) if r["attributes"] else {}
         return rows
@@ -236,39 +225,28 @@ class _Spans:
         return False, f"{what} mattered in none of {len(rows)} call(s)", []
 
     def prompt_seen(self, sha: str) -> tuple[bool, str, list[str]]:
-        rows = self._rows("operation_name = 'chat' AND attributes->>'$.\"metaopt.system.sha256\"' = ?", [sha],
-                          "span_id, trial_id")
+        rows = self.chats(sha)
         if not rows:
             return False, f"no chat span carried prompt sha256 {sha[:12]}", []
         return True, f"prompt sha256 {sha[:12]} on {len(rows)} chat span(s) in {len({r['trial_id'] for r in rows})} trial(s)", \
             [r["span_id"] for r in rows]
 
-    def _messages(self, where: str, params: list[Any]) -> list[dict[str, Any]]:
-        return self.store.rows(f"SELECT span_id, trial_id, text FROM messages WHERE trial_id IN ({self.marks})"
-                               f" AND {where}", [*self.ids, *params])
-
     def first_message(self, template: str) -> tuple[bool, str, list[str]]:
         head, _, tail = template.partition("{instruction}")
-        rows = self._messages("direction = 'input' AND idx = 0 AND role = 'user'", [])
+        rows = self.first_user_messages()
         ok = [r for r in rows if (r["text"] or "").startswith(head) and (r["text"] or "").endswith(tail)]
         if not ok:
             return False, f"no first user message used the new template ({len(rows)} seen)", []
         return True, f"{len({r['trial_id'] for r in ok})} trial(s) started with the new template", [r["span_id"] for r in ok]
 
     def finish_answered(self, reply: str) -> tuple[bool, str, list[str]]:
-        rows = self._messages("direction = 'tool_result' AND tool_name = 'finish' AND text = ?", [reply])
+        rows = self.tool_results("finish", reply)
         if not rows:
             return False, "no finish call got that answer", []
         return True, f"{len(rows)} finish call(s) answered with it", [r["span_id"] for r in rows]
 
-    def _episodes(self) -> list[dict[str, Any]]:
-        return self.store.rows(
-            "SELECT a.trial_id, a.span_id, a.duration_ms, a.attributes->>'$.\"metaopt.outcome\"' AS outcome,"
-            " (SELECT count(*) FROM spans c WHERE c.trace_id = a.trace_id AND c.operation_name = 'chat') AS chats"
-            f" FROM spans a WHERE a.trial_id IN ({self.marks}) AND a.operation_name = 'invoke_agent'", self.ids)
-
     def turns(self, old: int, new: int) -> tuple[bool, str, list[str]]:
-        eps = self._episodes()
+        eps = self.episodes()
         if new > old:
             past = [e for e in eps if e["chats"] > old]
             return bool(past), f"{len(past)} of {len(eps)} episode(s) made more than {old} model calls", \
@@ -277,7 +255,7 @@ class _Spans:
         return bool(hit), f"{len(hit)} of {len(eps)} episode(s) ended at the turn limit", [e["span_id"] for e in hit]
 
     def wall(self, old: float | None, new: float | None) -> tuple[bool, str, list[str]]:
-        eps = self._episodes()
+        eps = self.episodes()
         if _raised(old, new):
             past = [e for e in eps if old is None or (e["duration_ms"] or 0) > old * 1000]
             return bool(past), f"{len(past)} of {len(eps)} episode(s) ran past {old} s", [e["span_id"] for e in past]
@@ -285,5 +263,5 @@ class _Spans:
         return bool(hit), f"{len(hit)} of {len(eps)} episode(s) hit the time limit", [e["span_id"] for e in hit]
 
     def any_chat(self) -> tuple[bool, str, list[str]]:
-        rows = self._rows("operation_name = 'chat'", cols="span_id")
+        rows = self.chats()
         return bool(rows), f"{len(rows)} chat span(s)", [r["span_id"] for r in rows]

@@ -28,6 +28,7 @@ from opentelemetry.trace import SpanKind, StatusCode
 
 from metaopt.traces.otel import scrub, secret_values
 from metaopt.traces.store import Store
+from metaopt.traces.tables import SPAN_COLUMNS, append_spans, check_span_columns
 
 log = logging.getLogger(__name__)
 
@@ -44,14 +45,6 @@ HOT_INT = {
     "gen_ai.usage.input_tokens": "input_tokens", "gen_ai.usage.output_tokens": "output_tokens",
     "gen_ai.usage.reasoning.output_tokens": "reasoning_tokens", "gen_ai.usage.cache_read.input_tokens":
     "cache_read_tokens", "gen_ai.usage.cache_creation.input_tokens": "cache_write_tokens"}
-SPAN_COLUMNS = [
-    "trace_id", "span_id", "parent_span_id", "name", "kind", "start_ns", "end_ns", "duration_ms", "status_code",
-    "status_message", "service_name", "scope_name", "run_id", "trial_id", "task_id", "harness_version",
-    "operation_name", "provider", "request_model", "response_model", "agent_name", "conversation_id",
-    "tool_name", "tool_call_id", "input_tokens", "output_tokens", "reasoning_tokens", "cache_read_tokens",
-    "cache_write_tokens", "finish_reasons", "error_type", "cost_usd", "attributes", "resource", "events"]
-MESSAGE_COLUMNS = ["trace_id", "span_id", "trial_id", "direction", "idx", "role", "part_idx",
-                   "part_type", "text", "tool_call_id", "tool_name", "json"]
 # Content attributes live in `messages` (text + the part as JSON), not again in `attributes`:
 # strings cost the appender ~8 ns/byte, and content is most of a span's bytes.
 CONTENT_KEYS = ("gen_ai.system_instructions", "gen_ai.input.messages", "gen_ai.output.messages",
@@ -213,9 +206,7 @@ class DuckDBSpanExporter(SpanExporter):
         self.exported = self.failed = self.dropped_attributes = self.dropped_events = 0
         # One Resource per provider: dump it once. The Resource is kept so its id is not reused.
         self._resource_json: dict[int, tuple[Any, str | None]] = {}
-        cols = [r[0] for r in self._cur.execute("DESCRIBE spans").fetchall()]
-        if cols != SPAN_COLUMNS:  # the appender is positional: a schema drift must fail loudly
-            raise RuntimeError(f"spans table columns {cols} do not match the exporter's")
+        check_span_columns(self._cur)
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
         if self._closed:
@@ -260,18 +251,10 @@ class DuckDBSpanExporter(SpanExporter):
                 self.failed += 1
                 log.exception("span %r could not be converted; skipped", getattr(span, "name", span))
         try:
-            self._cur.execute("BEGIN TRANSACTION")
-            for table, data in (("spans", rows), ("messages", msgs)):
-                if data:
-                    ap = self._cur.appender(table)
-                    ap.append_rows(data)
-                    ap.flush()
-            self._cur.execute("COMMIT")
+            append_spans(self._cur, rows, msgs)
         except Exception as exc:  # noqa: BLE001 - a failed write loses this batch of spans, never the run
             self.failed += len(rows)
             log.error("span store write failed, %d spans lost: %s", len(rows), exc)
-            with contextlib.suppress(Exception):
-                self._cur.execute("ROLLBACK")
             return False
         self.exported += len(rows)
         return True

@@ -139,3 +139,108 @@ def _where(**filters: Any) -> tuple[str, list[Any]]:
     if not used:
         return "", []
     return " WHERE " + " AND ".join(f"{k} = ?" for k, _ in used), [v for _, v in used]
+
+
+# -- for the meta-agent: the failing trials it may read, and what their spans show -------------------
+def _marks(ids: list[Any]) -> str:
+    return ", ".join("?" * len(ids))
+
+
+def trials_by_id(store: Store, trial_ids: list[str]) -> list[dict[str, Any]]:
+    """The trials among `trial_ids` (non-empty), by task and attempt."""
+    return store.rows("SELECT trial_id, task_id, attempt, status, score, failure_mode, error, tests, trace_id"
+                      f" FROM trials WHERE trial_id IN ({_marks(trial_ids)}) ORDER BY task_id, attempt", trial_ids)
+
+
+def search_messages(store: Store, trial_ids: list[str], trace_ids: list[str], like: str, limit: int) -> list[dict[str, Any]]:
+    """Message parts of these trials or traces (both non-empty) whose text matches the ILIKE
+    pattern `like`, in conversation order: at most `limit` rows."""
+    return store.rows(
+        "SELECT m.span_id, coalesce(m.trial_id, t.trial_id) AS trial_id, m.direction, m.role, m.part_type,"
+        " m.tool_name, m.tool_call_id, m.text FROM messages m LEFT JOIN trials t ON t.trace_id = m.trace_id"
+        f" WHERE (m.trial_id IN ({_marks(trial_ids)}) OR m.trace_id IN ({_marks(trace_ids)}))"
+        " AND m.text ILIKE ? ORDER BY m.trace_id, m.idx NULLS FIRST, m.span_id, m.part_idx LIMIT ?",
+        [*trial_ids, *trace_ids, like, limit])
+
+
+def agent_outcomes(store: Store, trace_ids: list[str]) -> list[dict[str, Any]]:
+    """{trial_id, outcome (metaopt.outcome)} of the invoke_agent spans of these traces (non-empty)."""
+    return store.rows(
+        "SELECT t.trial_id, s.attributes->>'$.\"metaopt.outcome\"' AS outcome FROM spans s"
+        " JOIN trials t ON t.trace_id = s.trace_id WHERE s.operation_name = 'invoke_agent'"
+        f" AND s.trace_id IN ({_marks(trace_ids)})", trace_ids)
+
+
+def span_ids(store: Store, trial_ids: list[str], trace_ids: list[str]) -> set[str]:
+    """Ids of the spans of these trials or traces (both non-empty)."""
+    return {r["span_id"] for r in store.rows(
+        f"SELECT span_id FROM spans WHERE trial_id IN ({_marks(trial_ids)}) OR trace_id IN ({_marks(trace_ids)})",
+        [*trial_ids, *trace_ids])}
+
+
+def knob_causes(store: Store, trial_ids: list[str]) -> list[dict[str, Any]]:
+    """Knob-shaped causes in these trials' (non-empty) spans, unordered: {cause (timeout | truncated
+    per tool, turn_limit; None for other tool spans), target (tool name), n, spans, tasks}."""
+    marks = _marks(trial_ids)
+    return store.rows(
+        "SELECT CASE WHEN attributes->>'$.\"metaopt.tool.timed_out\"' = 'true' THEN 'timeout'"
+        "            WHEN attributes->>'$.\"metaopt.tool.truncated\"' = 'true' THEN 'truncated' END AS cause,"
+        "       tool_name AS target, count(*) AS n, list(span_id ORDER BY start_ns) AS spans,"
+        "       list(DISTINCT task_id) AS tasks"
+        f" FROM spans WHERE operation_name = 'execute_tool' AND trial_id IN ({marks}) GROUP BY 1, 2"
+        " UNION ALL"
+        " SELECT 'turn_limit', '', count(*), list(span_id ORDER BY start_ns), list(DISTINCT task_id) FROM spans"
+        f" WHERE operation_name = 'invoke_agent' AND trial_id IN ({marks})"
+        "   AND attributes->>'$.\"metaopt.outcome\"' = 'turn_limit' HAVING count(*) > 0",
+        [*trial_ids, *trial_ids])
+
+
+def meta_agent_transcripts(store: Store, experiment_id: str, most: int) -> list[dict[str, Any]]:
+    """{trace_id, t (role: text lines, 400 characters a part)} of the meta-agent's last `most`
+    traced sessions of the experiment, newest first."""
+    return store.rows(
+        "SELECT m.trace_id, string_agg(m.role || ': ' || left(m.text, 400), '\n' ORDER BY m.idx, m.part_idx) AS t "
+        "FROM messages m JOIN spans s ON s.trace_id = m.trace_id AND s.operation_name = 'invoke_agent' "
+        "WHERE s.attributes->>'$.\"metaopt.experiment_id\"' = ? AND s.attributes->>'$.\"gen_ai.agent.name\"' = "
+        "'meta-agent' GROUP BY 1 ORDER BY max(s.start_ns) DESC LIMIT ?", [experiment_id, most])
+
+
+class TrialSpans:
+    """The spans and messages of a set of trials (what meta_agent.liveness checks), queried lazily."""
+
+    def __init__(self, store: Store, trial_ids: list[str]):
+        self.store, self.ids = store, list(dict.fromkeys(trial_ids)) or [""]
+        self.marks = _marks(self.ids)
+
+    def any(self) -> bool:
+        return bool(self.store.rows(f"SELECT 1 FROM spans WHERE trial_id IN ({self.marks}) LIMIT 1", self.ids))
+
+    def tool_calls(self, name: str) -> list[dict[str, Any]]:
+        """{span_id, trial_id, attributes (JSON text)} of the calls of tool `name`, in time order."""
+        return self.store.rows(f"SELECT span_id, trial_id, attributes FROM spans WHERE trial_id IN ({self.marks})"
+                               " AND operation_name = 'execute_tool' AND tool_name = ? ORDER BY start_ns",
+                               [*self.ids, name])
+
+    def chats(self, system_sha256: str | None = None) -> list[dict[str, Any]]:
+        """{span_id, trial_id} of the chat spans (only those whose system prompt has this sha256)."""
+        where = " AND attributes->>'$.\"metaopt.system.sha256\"' = ?" if system_sha256 is not None else ""
+        return self.store.rows(f"SELECT span_id, trial_id FROM spans WHERE trial_id IN ({self.marks})"
+                               f" AND operation_name = 'chat'{where} ORDER BY start_ns",
+                               [*self.ids, *([system_sha256] if system_sha256 is not None else [])])
+
+    def first_user_messages(self) -> list[dict[str, Any]]:
+        """{span_id, trial_id, text} of each conversation's first user message."""
+        return self.store.rows(f"SELECT span_id, trial_id, text FROM messages WHERE trial_id IN ({self.marks})"
+                               " AND direction = 'input' AND idx = 0 AND role = 'user'", self.ids)
+
+    def tool_results(self, tool: str, text: str) -> list[dict[str, Any]]:
+        """{span_id, trial_id, text} of the results of tool `tool` that read exactly `text`."""
+        return self.store.rows(f"SELECT span_id, trial_id, text FROM messages WHERE trial_id IN ({self.marks})"
+                               " AND direction = 'tool_result' AND tool_name = ? AND text = ?", [*self.ids, tool, text])
+
+    def episodes(self) -> list[dict[str, Any]]:
+        """{trial_id, span_id, duration_ms, outcome, chats (model calls)} per invoke_agent span."""
+        return self.store.rows(
+            "SELECT a.trial_id, a.span_id, a.duration_ms, a.attributes->>'$.\"metaopt.outcome\"' AS outcome,"
+            " (SELECT count(*) FROM spans c WHERE c.trace_id = a.trace_id AND c.operation_name = 'chat') AS chats"
+            f" FROM spans a WHERE a.trial_id IN ({self.marks}) AND a.operation_name = 'invoke_agent'", self.ids)

@@ -33,6 +33,12 @@ class Record(BaseModel):
             cls.table = table
 
     @classmethod
+    def columns(cls) -> list[str]:
+        """The table's columns, in field order (a field's alias where it has one, e.g. a column named
+        like a BaseModel attribute)."""
+        return [f.alias or n for n, f in cls.model_fields.items()]
+
+    @classmethod
     def json_fields(cls) -> frozenset[str]:
         """Fields stored as JSON columns (dicts, lists, nested models)."""
         cached = cls.__dict__.get("_json_fields")
@@ -45,16 +51,17 @@ class Record(BaseModel):
     @classmethod
     def _decode_json_columns(cls, data: Any) -> Any:
         if isinstance(data, dict):
-            js = cls.json_fields()
+            js = cls.json_fields() | {f.alias for n, f in cls.model_fields.items() if f.alias and n in cls.json_fields()}
             data = {k: (json.loads(v) if k in js and isinstance(v, str) else v) for k, v in data.items()}
         return data
 
     def to_row(self) -> dict[str, Any]:
         """Column -> value as DuckDB takes it (JSON columns encoded)."""
-        js = self.json_fields()
+        js, fields = self.json_fields(), type(self).model_fields
         row = self.model_dump(mode="python")
         dumped = self.model_dump(mode="json", include=set(js)) if js else {}
-        return {k: (json.dumps(dumped[k]) if k in js and v is not None else v) for k, v in row.items()}
+        return {(fields[k].alias or k): (json.dumps(dumped[k]) if k in js and v is not None else v)
+                for k, v in row.items()}
 
 
 def _is_json(ann: Any) -> bool:

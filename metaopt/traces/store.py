@@ -1,13 +1,14 @@
 """The store: one DuckDB file holding every run, trial (and later span, candidate, decision).
 
 One process writes it (DuckDB allows no second process while it is open). The schema moves only
-by the named migrations in traces/migrations.py, recorded in `schema_migrations`; a store that
-holds a migration this version does not know was written by a newer metaopt and is refused.
+by the named migrations each table's owner declares (traces/migrations.py runs them), recorded in
+`schema_migrations`; a store that holds a migration this version does not know was written by a
+newer metaopt and is refused. Records are written and read generically here (`insert`, `select`);
+SQL naming a table lives with its owner (tests/test_table_owners.py).
 """
 
 from __future__ import annotations
 
-import json
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Self, TypeVar
@@ -15,8 +16,10 @@ from typing import Any, Self, TypeVar
 import duckdb
 
 from metaopt.core.errors import StoreError
-from metaopt.traces.migrations import MIGRATIONS
+from metaopt.traces import tables
+from metaopt.traces.migrations import migrate
 from metaopt.traces.records import Record
+from metaopt.traces.tables import RunRecord
 
 R = TypeVar("R", bound=Record)
 
@@ -41,38 +44,15 @@ class Store:
         self._migrate(read_only)
 
     def _migrate(self, read_only: bool) -> None:
-        if not read_only:
-            self.con.execute("CREATE TABLE IF NOT EXISTS schema_migrations (name VARCHAR PRIMARY KEY, applied_at TIMESTAMP)")
-        try:
-            applied = {r[0] for r in self.con.execute("SELECT name FROM schema_migrations").fetchall()}
-        except duckdb.Error:
-            raise StoreError(f"{self.path} is not a metaopt store (no schema_migrations table)") from None
-        known = [name for name, _ in MIGRATIONS]
-        unknown = sorted(applied - set(known))
-        if unknown:
-            raise StoreError(
-                f"store {self.path} was written by a newer metaopt (unknown migration {unknown[0]}); upgrade metaopt"
-            )
-        for name, sql in MIGRATIONS:
-            if name in applied:
-                continue
-            if read_only:
-                raise StoreError(f"store {self.path} needs migration {name}; open it once read-write")
-            self.con.execute("BEGIN TRANSACTION")
-            self.con.execute(sql)
-            self.con.execute("INSERT INTO schema_migrations VALUES (?, ?)", [name, now()])
-            self.con.execute("COMMIT")
+        migrate(self.con, self.path, read_only, now())
 
-    # -- runs -----------------------------------------------------------------------------
+    # -- runs (traces.tables owns the table) ------------------------------------------------
     def begin_run(self, run_id: str, *, benchmark: str, agent: str, dataset: str | None, args: dict[str, Any]) -> None:
-        self.con.execute(
-            "INSERT INTO runs (run_id, benchmark, agent, dataset, args, started_at, status) VALUES (?, ?, ?, ?, ?, ?, 'running')"
-            " ON CONFLICT (run_id) DO UPDATE SET status = 'running', finished_at = NULL",  # a resumed run
-            [run_id, benchmark, agent, dataset, json.dumps(args, default=str), now()],
-        )
+        tables.begin_run(self.con, RunRecord(run_id=run_id, benchmark=benchmark, agent=agent, dataset=dataset,
+                                             args=args, started_at=now(), status="running"))
 
-    def end_run(self, run_id: str, status: str) -> None:
-        self.con.execute("UPDATE runs SET finished_at = ?, status = ? WHERE run_id = ?", [now(), status, run_id])
+    def end_run(self, run_id: str, status: str, *, unless_finished: bool = False) -> None:
+        tables.end_run(self.con, run_id, status, now(), unless_finished=unless_finished)
 
     # -- typed records --------------------------------------------------------------------
     def insert(self, record: Record) -> None:
@@ -85,7 +65,7 @@ class Store:
     def select(self, model: type[R], where: str = "true", params: list | None = None,
                order: str | None = None) -> list[R]:
         """Rows of `model`'s table matching `where`, as `model` records."""
-        cols = ", ".join(f'"{c}"' for c in model.model_fields)
+        cols = ", ".join(f'"{c}"' for c in model.columns())
         sql = f"SELECT {cols} FROM {model.table} WHERE {where}" + (f" ORDER BY {order}" if order else "")
         return [model.model_validate(r) for r in self.rows(sql, params)]
 

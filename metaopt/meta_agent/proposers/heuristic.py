@@ -25,6 +25,7 @@ from metaopt.meta_agent.predictions import Manifest
 from metaopt.meta_agent.proposers import history
 from metaopt.meta_agent.proposers.base import Evidence, Revision
 from metaopt.task_agent.harness import Harness
+from metaopt.traces.queries import knob_causes
 
 MAX_TIMEOUT_S, MAX_TURNS, MAX_OUTPUT = 600.0, 200, 50_000
 
@@ -78,18 +79,7 @@ def causes(ev: Evidence) -> list[tuple[str, int, list[str], str, list[str]]]:
     task ids), most frequent first. cause: timeout | truncated (per tool) | turn_limit."""
     if not ev.trial_ids:
         return []
-    marks = ", ".join("?" * len(ev.trial_ids))
-    rows = ev.store.rows(
-        "SELECT CASE WHEN attributes->>'$.\"metaopt.tool.timed_out\"' = 'true' THEN 'timeout'"
-        "            WHEN attributes->>'$.\"metaopt.tool.truncated\"' = 'true' THEN 'truncated' END AS cause,"
-        "       tool_name AS target, count(*) AS n, list(span_id ORDER BY start_ns) AS spans,"
-        "       list(DISTINCT task_id) AS tasks"
-        f" FROM spans WHERE operation_name = 'execute_tool' AND trial_id IN ({marks}) GROUP BY 1, 2"
-        " UNION ALL"
-        " SELECT 'turn_limit', '', count(*), list(span_id ORDER BY start_ns), list(DISTINCT task_id) FROM spans"
-        f" WHERE operation_name = 'invoke_agent' AND trial_id IN ({marks})"
-        "   AND attributes->>'$.\"metaopt.outcome\"' = 'turn_limit' HAVING count(*) > 0",
-        [*ev.trial_ids, *ev.trial_ids])
+    rows = knob_causes(ev.store, ev.trial_ids)
     found = [(r["cause"], r["n"], r["spans"], r["target"], r["tasks"]) for r in rows if r["cause"]]
     priority = {"timeout": 0, "turn_limit": 1, "truncated": 2}  # ties: the cause that kills a run first
     return sorted(found, key=lambda c: (-c[1], priority[c[0]], c[3]))  # then the tool: not the query's row order

@@ -22,6 +22,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from metaopt.meta_agent import records
 from metaopt.meta_agent.liveness import Liveness
 from metaopt.meta_agent.predictions import Manifest, PredictionCheck, passes
 from metaopt.meta_agent.records import NotebookEntry
@@ -89,18 +90,12 @@ def _j(v: Any) -> Any:
 
 def load(store: Store, experiment_id: str) -> list[CandidateRecord]:
     """Every candidate of the experiment, oldest first (an unknown experiment: [])."""
-    cands = store.rows(
-        "SELECT candidate_id, parent_id, iteration, proposer, status, status_reason, rationale, diff, harness_hash,"
-        " proposal_trace_id, predictions, prediction_check, liveness FROM candidates WHERE experiment_id = ?"
-        " ORDER BY iteration, created_at", [experiment_id])
+    cands = records.candidate_rows(store, experiment_id)
     if not cands:
         return []
-    gates = store.rows(
-        "SELECT candidate_id, stage, outcome, delta, se, threshold, n_tasks, coverage, reason FROM gate_decisions"
-        " WHERE experiment_id = ? ORDER BY decided_at", [experiment_id])
+    gates = records.gate_rows(store, experiment_id)
     train: dict[str, dict[str, list[float | None]]] = {}
-    for r in store.rows("SELECT candidate_id, task_id, score FROM trials WHERE experiment_id = ? AND split = 'train'"
-                        " ORDER BY candidate_id, task_id, attempt", [experiment_id]):
+    for r in records.train_trial_scores(store, experiment_id):
         train.setdefault(r["candidate_id"], {}).setdefault(r["task_id"], []).append(r["score"])
     out = []
     for c in cands:
@@ -123,16 +118,14 @@ def load(store: Store, experiment_id: str) -> list[CandidateRecord]:
 def train_scores(store: Store, experiment_id: str, candidate_id: str) -> dict[str, list[float | None]]:
     """A candidate's train trial scores by task."""
     out: dict[str, list[float | None]] = {}
-    for r in store.rows("SELECT task_id, score FROM trials WHERE experiment_id = ? AND candidate_id = ? AND"
-                        " split = 'train' ORDER BY task_id, attempt", [experiment_id, candidate_id]):
+    for r in records.train_trial_scores(store, experiment_id, candidate_id):
         out.setdefault(r["task_id"], []).append(r["score"])
     return out
 
 
 def train_tasks(store: Store, experiment_id: str) -> list[str]:
     """The experiment's train split ([] for an unknown experiment)."""
-    rows = store.rows("SELECT splits FROM experiments WHERE experiment_id = ?", [experiment_id])
-    return list((_j(rows[0]["splits"]) or {}).get("train", [])) if rows else []
+    return list((records.experiment_splits(store, experiment_id) or {}).get("train", []))
 
 
 # -- the notebook ---------------------------------------------------------------------------------------
@@ -146,8 +139,7 @@ def notes(store: Store, experiment_id: str) -> list[NotebookEntry]:
 def add_note(store: Store, experiment_id: str, text: str, *, parent_id: str | None = None,
              trace_id: str | None = None) -> NotebookEntry:
     """Append an entry (clipped to MAX_NOTE characters) and return it."""
-    seq = store.rows("SELECT coalesce(max(seq), 0) + 1 AS n FROM notebook WHERE experiment_id = ?",
-                     [experiment_id])[0]["n"]
+    seq = records.next_note_seq(store, experiment_id)
     entry = NotebookEntry(experiment_id=experiment_id, seq=seq, parent_id=parent_id, trace_id=trace_id,
                           text=text.strip()[:MAX_NOTE], written_at=now())
     store.insert(entry)

@@ -13,7 +13,7 @@ from typing import Any
 from metaopt.core.errors import NoSuchRecord
 from metaopt.meta_agent.predictions import passes
 from metaopt.meta_agent.proposers.history import CandidateRecord, train_tasks
-from metaopt.meta_agent.records import NotebookEntry
+from metaopt.meta_agent.records import NotebookEntry, train_trials
 from metaopt.traces.queries import show_trial
 from metaopt.traces.store import Store
 
@@ -114,9 +114,7 @@ def compare_text(store: Store, experiment_id: str, records: list[CandidateRecord
     out = [f"=== train task {task_id}: {a} vs {b} ==="]
     for ref in (a, b):
         rec = find(records, ref)
-        trials = store.rows("SELECT trial_id, attempt, status, score, failure_mode FROM trials WHERE experiment_id = ?"
-                            " AND candidate_id = ? AND split = 'train' AND task_id = ? ORDER BY attempt",
-                            [experiment_id, rec.candidate_id, task_id])
+        trials = train_trials(store, experiment_id, rec.candidate_id, task_id)
         out.append(f"--- {rec.short} ({rec.status}) ---")
         if not trials:
             out.append("  (this candidate did not run the task)")

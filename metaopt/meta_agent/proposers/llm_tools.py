@@ -52,6 +52,7 @@ from metaopt.meta_agent.proposers.text import harness_summary, harness_yaml, ren
 from metaopt.task_agent.harness import Harness
 from metaopt.task_agent.harness_io import harness_from_data
 from metaopt.task_agent.messages import ToolCallPart, ToolResultPart
+from metaopt.traces import queries
 
 SNIPPET = 160  # characters either side of a search hit
 MAX_KEEPS = 10  # each keep is a train task the screen runs again: bound what a manifest can cost
@@ -67,10 +68,7 @@ class Session:
         self.experiment_id, self.parent_id, self.trace_id = evidence.experiment_id, evidence.parent_id, trace_id
         self.allow_model_changes, self.evidence = evidence.allow_model_changes, evidence
         self.allowed = list(dict.fromkeys(evidence.trial_ids))
-        marks = ", ".join("?" * len(self.allowed))
-        self.trials = {r["trial_id"]: r for r in self.store.rows(
-            "SELECT trial_id, task_id, attempt, status, score, failure_mode, error, tests, trace_id"
-            f" FROM trials WHERE trial_id IN ({marks}) ORDER BY task_id, attempt", self.allowed)}
+        self.trials = {r["trial_id"]: r for r in queries.trials_by_id(self.store, self.allowed)}
         self.trace_ids = sorted({r["trace_id"] for r in self.trials.values() if r["trace_id"]})
         self.draft = Draft(parent, allow_model_changes=self.allow_model_changes)
         self.records = hist.load(self.store, self.experiment_id)
@@ -192,12 +190,7 @@ class Session:
         limit = min(limit, 200)
         like = pattern if ("%" in pattern or "_" in pattern) else f"%{pattern}%"
         ids, traces = self.allowed, self.trace_ids or [""]
-        rows = self.store.rows(
-            "SELECT m.span_id, coalesce(m.trial_id, t.trial_id) AS trial_id, m.direction, m.role, m.part_type,"
-            " m.tool_name, m.tool_call_id, m.text FROM messages m LEFT JOIN trials t ON t.trace_id = m.trace_id"
-            f" WHERE (m.trial_id IN ({', '.join('?' * len(ids))}) OR m.trace_id IN ({', '.join('?' * len(traces))}))"
-            " AND m.text ILIKE ? ORDER BY m.trace_id, m.idx NULLS FIRST, m.span_id, m.part_idx LIMIT ?",
-            [*ids, *traces, like, 4 * limit + 1])
+        rows = queries.search_messages(self.store, ids, traces, like, 4 * limit + 1)
         seen: set[tuple] = set()  # a tool call / result is stored on the chat span and the tool span: show it once
         rows = [r for r in rows if r["trial_id"] in self.allowed and not (
             r["tool_call_id"] and ((k := (r["trial_id"], r["tool_call_id"], r["part_type"], r["text"])) in seen
@@ -347,19 +340,13 @@ class Session:
     def _outcomes(self) -> dict[str, str]:
         if not self.trace_ids:
             return {}
-        rows = self.store.rows(
-            "SELECT t.trial_id, s.attributes->>'$.\"metaopt.outcome\"' AS outcome FROM spans s"
-            " JOIN trials t ON t.trace_id = s.trace_id WHERE s.operation_name = 'invoke_agent'"
-            f" AND s.trace_id IN ({', '.join('?' * len(self.trace_ids))})", self.trace_ids)
+        rows = queries.agent_outcomes(self.store, self.trace_ids)
         return {r["trial_id"]: r["outcome"] for r in rows if r["outcome"]}
 
     def _citable(self) -> set[str]:
         if "_cites" not in self.__dict__:
-            spans = self.store.rows(
-                f"SELECT span_id FROM spans WHERE trial_id IN ({', '.join('?' * len(self.allowed))})"
-                f" OR trace_id IN ({', '.join('?' * len(self.trace_ids or ['']))})",
-                [*self.allowed, *(self.trace_ids or [""])])
-            self._cites = set(self.allowed) | {r["span_id"] for r in spans}
+            spans = queries.span_ids(self.store, self.allowed, self.trace_ids or [""])
+            self._cites = set(self.allowed) | spans
         return self._cites
 
 def _clip(text: str, n: int) -> str:

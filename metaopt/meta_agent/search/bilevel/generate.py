@@ -15,7 +15,7 @@ from metaopt.meta_agent.search.bilevel.ladder import LadderInput, contract_step,
 from metaopt.meta_agent.search.bilevel.level2 import run_session, spec_mismatch
 from metaopt.meta_agent.search.bilevel.live import Live
 from metaopt.meta_agent.search.bilevel.record import record_text
-from metaopt.meta_agent.search.bilevel.records import Level2Session, MechanismCheck, MechanismRow
+from metaopt.meta_agent.search.bilevel.records import Level2Session, MechanismCheck, MechanismRow, level2_rounds
 from metaopt.meta_agent.search.bilevel.static import Step, imports_step, parse_step
 from metaopt.meta_agent.search.mechanisms import source_hash
 from metaopt.traces.store import now
@@ -40,16 +40,15 @@ def level2_model(exp: Any) -> tuple[Any, str]:
 
 
 def sessions(search: Any) -> int:
-    return search.store.rows("SELECT count(*) AS n FROM level2_sessions WHERE experiment_id = ?", [search.eid])[0]["n"]
+    return level2_rounds(search.store, search.eid)[0]
 
 
 def due(search: Any, iteration: int) -> bool:
     cfg = search.cfg
-    rows = search.store.rows("SELECT count(*) AS n, max(iteration) AS last FROM level2_sessions WHERE "
-                             "experiment_id = ?", [search.eid])[0]
-    if rows["n"] >= cfg.level2_rounds or iteration <= cfg.level2_every:
+    n, last = level2_rounds(search.store, search.eid)
+    if n >= cfg.level2_rounds or iteration <= cfg.level2_every:
         return False
-    return iteration - (rows["last"] or 0) >= cfg.level2_every
+    return iteration - (last or 0) >= cfg.level2_every
 
 
 def static_steps(source: str) -> list[Step]:
@@ -73,8 +72,7 @@ def make_host(search: Any, source: str) -> Any:
 
 
 def end_host_run(search: Any) -> None:
-    search.store.con.execute("UPDATE runs SET status = 'finished', finished_at = now() WHERE run_id = ? "
-                             "AND status <> 'finished'", [f"{search.eid}/mechanisms"])
+    search.store.end_run(f"{search.eid}/mechanisms", "finished", unless_finished=True)
 
 
 def level2_round(search: Any, views: list) -> None:

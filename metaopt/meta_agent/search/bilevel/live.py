@@ -10,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from metaopt.meta_agent.search.bilevel import records
 from metaopt.meta_agent.search.bilevel.host import Reply
 from metaopt.meta_agent.search.bilevel.records import ActiveSet, HookCall, MechanismRow
 from metaopt.traces.store import Store, now
@@ -46,11 +47,7 @@ class Registry:
             self.store.insert(row)
 
     def set_status(self, h: str, status: str, reason: str | None, trial: dict[str, Any] | None = None) -> None:
-        sql = "UPDATE mechanisms SET status = ?, status_reason = ?, updated_at = ?"
-        params: list[Any] = [status, reason, now()]
-        if trial is not None:
-            sql, params = sql + ", trial = ?", params + [json.dumps(trial)]
-        self.store.con.execute(sql + " WHERE experiment_id = ? AND mechanism_hash = ?", params + [self.eid, h])
+        records.set_mechanism_status(self.store, self.eid, h, status, reason, trial)
 
     # -- calls -----------------------------------------------------------------------------
     def record(self, m: Live | None, hook: str, reply: Reply | None, *, iteration: int, cid: str | None,
@@ -71,9 +68,7 @@ class Registry:
             self.switch_off(m, f"{hook}() {reply.status} at iteration {iteration}: {reply.error}", iteration)
 
     def last_state(self, h: str) -> dict[str, Any] | None:
-        rows = self.store.rows("SELECT state FROM mechanism_calls WHERE experiment_id = ? AND mechanism_hash = ? "
-                               "AND hook = 'state_dict' AND status = 'ok' ORDER BY called_at DESC LIMIT 1", [self.eid, h])
-        return json.loads(rows[0]["state"]) if rows and rows[0]["state"] else None
+        return records.last_state(self.store, self.eid, h)
 
     # -- life and death --------------------------------------------------------------------
     def switch_off(self, m: Live, reason: str, iteration: int, status: str = "off") -> None:
@@ -100,10 +95,8 @@ class Registry:
             return
         row = self.row(gone) if gone else None
         if row is not None:
-            back = self.store.rows("SELECT iteration FROM mechanism_active_sets WHERE experiment_id = ? AND "
-                                   "hashes = ?::JSON AND changed_at <= ? ORDER BY changed_at DESC LIMIT 1",
-                                   [self.eid, json.dumps(hashes), row.created_at])
-            reason += (f"; back to the set of iteration {back[0]['iteration']}" if back
+            back = records.set_active_at(self.store, self.eid, hashes, row.created_at)
+            reason += (f"; back to the set of iteration {back}" if back is not None
                        else "; a set not active before it")
         self.store.insert(ActiveSet(experiment_id=self.eid, iteration=iteration, hashes=hashes, reason=reason,
                                     changed_at=now()))

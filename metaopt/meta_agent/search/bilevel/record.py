@@ -10,7 +10,9 @@ import json
 from typing import Any
 
 from metaopt.meta_agent.records import GateDecision
+from metaopt.meta_agent.search.bilevel import records
 from metaopt.meta_agent.search.bilevel.snapshot import Snapshot
+from metaopt.traces.queries import meta_agent_transcripts
 from metaopt.traces.store import Store
 
 
@@ -54,8 +56,7 @@ def _candidate(c: dict[str, Any], gates: list[GateDecision], snap: Snapshot, dif
 
 
 def _search(store: Store, eid: str) -> str:
-    rows = store.rows("SELECT iteration, params, reason FROM search_params WHERE experiment_id = ? "
-                      "ORDER BY iteration DESC LIMIT 3", [eid])
+    rows = records.recent_search_params(store, eid, 3)
     if not rows:
         return ""
     out = ["", "## Search parameters (Level 1.5, newest first)"]
@@ -64,17 +65,12 @@ def _search(store: Store, eid: str) -> str:
 
 
 def _mechanisms(store: Store, eid: str) -> str:
-    mechs = store.rows("SELECT mechanism_hash, name, origin, status, status_reason FROM mechanisms "
-                       "WHERE experiment_id = ? ORDER BY created_at", [eid])
+    mechs = records.mechanism_summaries(store, eid)
     if not mechs:
         return ""
-    calls = {(r["mechanism_hash"], r["hook"], r["status"]): r["n"] for r in store.rows(
-        "SELECT mechanism_hash, hook, status, count(*) AS n FROM mechanism_calls WHERE experiment_id = ? "
-        "GROUP BY 1, 2, 3", [eid])}
-    effects = store.rows("SELECT mechanism_hash, iteration, hook, effect FROM mechanism_calls WHERE experiment_id = ?"
-                         " AND effect IS NOT NULL AND status = 'ok' ORDER BY iteration DESC LIMIT 12", [eid])
-    judged = {r["mechanism_hash"]: r for r in store.rows(
-        "SELECT mechanism_hash, outcome, reason FROM mechanism_judgements WHERE experiment_id = ?", [eid])}
+    calls = records.hook_call_counts(store, eid)
+    effects = records.recent_effects(store, eid, 12)
+    judged = records.judgement_outcomes(store, eid)
     out = ["", "## Search mechanisms"]
     for m in mechs:
         h = m["mechanism_hash"]
@@ -89,8 +85,7 @@ def _mechanisms(store: Store, eid: str) -> str:
 
 
 def _sessions(store: Store, eid: str) -> str:
-    rows = store.rows("SELECT round, iteration, outcome, errors, spec FROM level2_sessions WHERE experiment_id = ? "
-                      "ORDER BY round", [eid])
+    rows = records.level2_history(store, eid)
     if not rows:
         return ""
     out = ["", "## Earlier Level-2 sessions"]
@@ -106,11 +101,7 @@ def _sessions(store: Store, eid: str) -> str:
 def _transcripts(store: Store, eid: str, per: int = 1200, most: int = 3) -> str:
     """The last proposals' own transcripts, when the meta-agent's sessions were traced into the
     store (spans of an `invoke_agent` span named for the meta-agent, tagged with the experiment)."""
-    rows = store.rows(
-        "SELECT m.trace_id, string_agg(m.role || ': ' || left(m.text, 400), '\n' ORDER BY m.idx, m.part_idx) AS t "
-        "FROM messages m JOIN spans s ON s.trace_id = m.trace_id AND s.operation_name = 'invoke_agent' "
-        "WHERE s.attributes->>'$.\"metaopt.experiment_id\"' = ? AND s.attributes->>'$.\"gen_ai.agent.name\"' = "
-        "'meta-agent' GROUP BY 1 ORDER BY max(s.start_ns) DESC LIMIT ?", [eid, most])
+    rows = meta_agent_transcripts(store, eid, most)
     if not rows:
         return ""
     return "\n".join(["", "## The meta-agent's last proposal sessions (newest first)"]

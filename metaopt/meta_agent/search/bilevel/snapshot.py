@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from metaopt.meta_agent.records import Candidate, GateDecision
+from metaopt.meta_agent.records import Candidate, GateDecision, trials_per_candidate, validation_means
 from metaopt.meta_agent.search.bilevel.areas import changes
 from metaopt.traces.store import Store
 
@@ -32,12 +32,8 @@ class Snapshot:
     def read(cls, store: Store, experiment_id: str) -> Snapshot:
         cands = store.select(Candidate, "experiment_id = ?", [experiment_id], order="iteration")
         gates = store.select(GateDecision, "experiment_id = ?", [experiment_id], order="decided_at")
-        trials = {r["candidate_id"]: r["n"] for r in store.rows(
-            "SELECT candidate_id, count(*) AS n FROM trials WHERE experiment_id = ? GROUP BY 1", [experiment_id])}
-        val = {r["candidate_id"]: r["m"] for r in store.rows(
-            "SELECT candidate_id, avg(tm) AS m FROM (SELECT candidate_id, task_id, avg(score) AS tm FROM trials"
-            " WHERE experiment_id = ? AND split = 'validation' AND score IS NOT NULL GROUP BY 1, 2) GROUP BY 1",
-            [experiment_id])}
+        trials = trials_per_candidate(store, experiment_id)
+        val = validation_means(store, experiment_id)
         last: dict[str, GateDecision] = {}
         val_delta: dict[str, float] = {}
         accepted: set[str] = set()
