@@ -69,7 +69,7 @@ def _clip(text: str) -> str:
 def _time(v: Any) -> datetime | None:
     if not v:
         return None
-    t = datetime.fromisoformat(str(v).replace("Z", "+00:00"))
+    t = datetime.fromisoformat(str(v))  # Python 3.11+ reads a trailing Z
     return t.astimezone(UTC).replace(tzinfo=None) if t.tzinfo else t  # the store keeps naive UTC
 
 
@@ -127,6 +127,26 @@ def trial_record(trial_dir: Path, r: dict[str, Any], *, run_id: str, benchmark: 
         started_at=_time(r.get("started_at")), finished_at=_time(r.get("finished_at")))
 
 
+def import_trial(store: Store, trial_dir: Path, r: dict[str, Any], *, run_id: str, benchmark: str = "harbor",
+                 tracing: Tracing | None = None, extra: dict[str, Any] | None = None) -> TrialResult | None:
+    """Write one Harbor trial (its folder and result.json as a dict) as the next attempt of its task
+    in `run_id`; None when the run already holds it (same task, same start time)."""
+    task_id = str(r.get("task_name") or trial_dir.name.split("__")[0])
+    have = store.rows("SELECT attempt, started_at FROM trials WHERE run_id = ? AND task_id = ?", [run_id, task_id])
+    started = _time(r.get("started_at"))
+    if any(h["started_at"] == started for h in have):
+        return None
+    attempt = max((h["attempt"] for h in have), default=-1) + 1
+    rec = trial_record(trial_dir, r, run_id=run_id, benchmark=benchmark, task_id=task_id, attempt=attempt)
+    traj = trial_dir / "agent" / "trajectory.json"
+    if tracing is not None and traj.is_file():
+        rec.trace_id = replay(tracing, _read(traj), run_id=run_id, trial_id=rec.trial_id, task_id=task_id,
+                              outcome=rec.status, error=rec.error)
+    rec = rec.model_copy(update=extra or {})
+    store.insert(rec)
+    return rec
+
+
 def import_job(store: Store, job_dir: Path, *, tracing: Tracing | None = None, benchmark: str = "harbor",
                run_id: str | None = None, tasks: set[str] | None = None, attempts: int | None = None,
                extra: dict[str, Any] | None = None) -> ImportResult:
@@ -134,31 +154,25 @@ def import_job(store: Store, job_dir: Path, *, tracing: Tracing | None = None, b
     given) into run `run_id`; `extra` fields (experiment_id, candidate_id, split) are set on each
     trial. Trajectories become spans when `tracing` is given. Raises HarborJobError."""
     job_dir = Path(job_dir)
-    cfg = _read(job_dir / "config.json")
-    run_id = run_id or f"harbor-{cfg.get('job_name') or job_dir.name}"
+    run_id = run_id or job_run_id(job_dir)
     result = ImportResult(run_id, job_dir)
     trials = job_trials(job_dir)
-    have = {r["trial_id"] for r in store.rows("SELECT trial_id FROM trials WHERE run_id = ?", [run_id])}
     agents = sorted({str((r.get("agent_info") or {}).get("name", "harbor")) for _, r in trials})
     store.begin_run(run_id, benchmark=benchmark, agent=",".join(agents) or "harbor", dataset=str(job_dir),
                     args={"imported_from": str(job_dir), "harbor_job_id": _read(job_dir / "result.json").get("id")})
     seen: dict[str, int] = {}
     for trial_dir, r in trials:
         task_id = str(r.get("task_name") or trial_dir.name.split("__")[0])
-        if tasks is not None and task_id not in tasks:
+        seen[task_id] = seen.get(task_id, 0) + 1
+        if (tasks is not None and task_id not in tasks) or (attempts is not None and seen[task_id] > attempts):
             continue
-        attempt = seen[task_id] = seen.get(task_id, -1) + 1
-        if attempts is not None and attempt >= attempts:
-            continue
-        rec = trial_record(trial_dir, r, run_id=run_id, benchmark=benchmark, task_id=task_id, attempt=attempt)
-        if rec.trial_id in have:
-            result.skipped.append(rec.trial_id)
-            continue
-        traj = trial_dir / "agent" / "trajectory.json"
-        if tracing is not None and traj.is_file():
-            rec.trace_id = replay(tracing, _read(traj), run_id=run_id, trial_id=rec.trial_id, task_id=task_id,
-                                  outcome=rec.status, error=rec.error)
-        store.insert(rec.model_copy(update=extra or {}))
-        result.imported.append(rec.trial_id)
+        rec = import_trial(store, trial_dir, r, run_id=run_id, benchmark=benchmark, tracing=tracing, extra=extra)
+        (result.imported if rec else result.skipped).append(rec.trial_id if rec else trial_dir.name)
     store.end_run(run_id, "finished")
     return result
+
+
+def job_run_id(job_dir: Path) -> str:
+    """The run a Harbor job is imported into by default: `harbor-<job name>`."""
+    name = _read(Path(job_dir) / "config.json").get("job_name") or Path(job_dir).name
+    return f"harbor-{name}"

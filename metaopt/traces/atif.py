@@ -107,7 +107,7 @@ def replay(tracing: Tracing, trajectory: dict[str, Any], *, run_id: str, trial_i
             usage = usage_of(step)
             step_cost = (step.get("metrics") or {}).get("cost_usd")
             replay_model.next = ModelResponse(message=reply, usage=usage, cost_usd=step_cost,
-                                              finish_reason="tool_calls" if calls else "stop",
+                                              finish_reason="tool_call" if calls else "stop",
                                               model=str(step.get("model_name") or model_name), provider=provider)
             model.generate(history, tools, ModelSettings(model=str(step.get("model_name") or model_name)))
             history.append(reply)
