@@ -51,19 +51,9 @@ def env(**extra: str) -> dict[str, str]:
 def harbor_run(tasks: Path, jobs: Path, name: str, *args: str, extra_env: dict[str, str] | None = None,
                timeout: float = 600) -> Path:
     """`harbor run -p tasks -o jobs --job-name name ARGS`; returns the job folder."""
-    cmd = [str(HARBOR), "run", "-p", str(tasks), "-o", str(jobs), "--job-name", name, "-y", "-q", "-n", "2", *args]
+    cmd = [str(HARBOR), "run", "-p", str(tasks), "-o", str(jobs), "--job-name", name, "-y", "-q", "-n", "5", *args]
     p = subprocess.run(cmd, check=False, env=env(**(extra_env or {})), capture_output=True, text=True, timeout=timeout)
     assert p.returncode == 0, f"harbor run failed ({p.returncode}):\n{p.stdout[-3000:]}\n{p.stderr[-3000:]}"
     return jobs / name
 
 
-def scores(job: Path) -> dict[str, float | None]:
-    """task name -> reward of each trial of a Harbor job (one attempt per task)."""
-    import json
-
-    out: dict[str, float | None] = {}
-    for r in job.glob("*/result.json"):
-        data = json.loads(r.read_text())
-        rewards = (data.get("verifier_result") or {}).get("rewards") or {}
-        out[data["task_name"]] = rewards.get("reward")
-    return out
