@@ -21,7 +21,7 @@ from typing import Any
 
 from metaopt.benchmarks.scoring import parse_pytest_summary
 from metaopt.core.errors import HarborJobError
-from metaopt.evaluation.result import TrialResult
+from metaopt.evaluation.result import Status, TrialResult
 from metaopt.traces.atif import replay
 from metaopt.traces.store import Store
 from metaopt.traces.tracing import Tracing
@@ -29,7 +29,7 @@ from metaopt.traces.tracing import Tracing
 KEEP = 8000  # chars of verifier output / agent log kept, head and tail
 
 # Harbor exception type -> (status, failure_mode), for a trial without a valid reward.
-_EXCEPTIONS = {
+_EXCEPTIONS: dict[str, tuple[Status, str]] = {
     "AgentTimeoutError": ("timeout", "agent_timeout"),
     "VerifierTimeoutError": ("timeout", "test_timeout"),
     "RewardFileNotFoundError": ("error", "parse_error"),
@@ -101,9 +101,10 @@ def trial_record(trial_dir: Path, r: dict[str, Any], *, run_id: str, benchmark: 
     if rewards:
         score = float(rewards["reward"]) if "reward" in rewards else sum(rewards.values()) / len(rewards)
         score = min(1.0, max(0.0, score))
-    status, mode = ("passed", None) if score is not None and score >= 1.0 else ("failed", "tests_failed")
+    status: Status = "passed" if score is not None and score >= 1.0 else "failed"
+    mode: str | None = None if status == "passed" else "tests_failed"
     if exc:
-        status, mode = _EXCEPTIONS.get(exc.get("exception_type"), ("error", "agent_error"))
+        status, mode = _EXCEPTIONS.get(str(exc.get("exception_type")), ("error", "agent_error"))
         if status == "error":
             score = None
     elif score is None:

@@ -31,12 +31,10 @@ class MetaoptPlugin:
         self._lock = asyncio.Lock()
 
     async def on_job_start(self, job: Any) -> None:
-        from harbor.trial.hooks import TrialEvent
-
         self.run_id = self.run_id or f"harbor-{job.config.job_name}"
         self.job_dir = Path(job.job_dir)
         await asyncio.to_thread(self._begin)
-        job.add_hook(TrialEvent.END, self.on_trial_end)
+        job.on_trial_ended(self.on_trial_end)
 
     async def on_trial_end(self, event: Any) -> None:
         trial_dir = Path(event.config.trials_dir) / event.config.trial_name
