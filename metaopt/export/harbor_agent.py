@@ -15,7 +15,7 @@ INIT = '''"""The exported harness {name!r} as a Harbor agent (see README.md). Im
 USAGE = """
 A Harbor agent running this harness's loop, prompts, tools and routing: the model is Harbor's
 `-m PROVIDER/MODEL` (anthropic/, openai/ or openai-compatible/; keys from ANTHROPIC_API_KEY /
-OPENAI_API_KEY, the server from OPENAI_BASE_URL or `--ak base_url=URL`), shell and python tools
+OPENAI_API_KEY, the server from OPENAI_BASE_URL or `--ak api_base=URL`), shell and python tools
 run in the trial's environment. It writes an ATIF trajectory (`/logs/agent/trajectory.json`)
 and reports token counts to Harbor. Install it next to Harbor (Python 3.12+):
 

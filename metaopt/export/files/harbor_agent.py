@@ -4,7 +4,8 @@ The loop is the exported package's own (harness_agent.py, the loop metaopt optim
 a worker thread; shell and python tools go to Harbor's environment (`environment.exec`, on the
 event loop), the model is Harbor's `--model` (anthropic/, openai/ or openai-compatible/<model>;
 keys from ANTHROPIC_API_KEY / OPENAI_API_KEY, the server from OPENAI_BASE_URL / ANTHROPIC_BASE_URL
-or the agent kwarg `base_url`: `--ak base_url=http://...`). After the episode the agent writes an
+or the agent kwarg `api_base`: `--ak api_base=http://...`; Harbor itself refuses
+`base_url` for agents without a model-connection spec). After the episode the agent writes an
 ATIF trajectory to its logs folder (`/logs/agent/trajectory.json` in the environment) and puts
 the token counts in Harbor's AgentContext. Cost stays unset: the package carries no price list.
 """
@@ -37,8 +38,8 @@ class HarnessHarborAgent(BaseAgent):
 
     capabilities = AgentCapabilities(atif=True)
 
-    def __init__(self, *args: Any, base_url: str | None = None, timeout_s: float | None = None, **kwargs: Any):
-        self._harness_base_url = base_url
+    def __init__(self, *args: Any, api_base: str | None = None, timeout_s: float | None = None, **kwargs: Any):
+        self._harness_base_url = api_base
         self._timeout_s = float(timeout_s) if timeout_s is not None else None
         super().__init__(*args, **kwargs)
 
