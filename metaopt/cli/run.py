@@ -56,6 +56,7 @@ def run_cmd(
     gpus: int | None = typer.Option(None, "--gpus", help=GPUS_HELP),
     executor: str = typer.Option(default("executor"), "--executor", help=EXECUTOR_HELP + " Stored for --resume."),
     ray_address: str | None = typer.Option(None, "--ray-address", help=RAY_ADDRESS_HELP + " With --resume: the stored cluster's new address."),
+    baseline_from: Path | None = typer.Option(None, "--baseline-from", help="A Harbor job folder of the starting harness: its trials of train tasks are the baseline's train trials (imported, not run again), so the first proposals read those traces."),
     resume: str | None = typer.Option(None, "--resume", help="Finish an interrupted experiment (with the options it was started with)."),
     db: Path = DB,
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object at the end."),
@@ -116,6 +117,8 @@ def run_cmd(
             raise typer.Exit(130)
         raise
     splits = experiment.splits
+    if baseline_from is not None and plan is not None:
+        _seed_baseline(store, trace, baseline_from, experiment.id, splits["train"], cfg)
     n = preflight(splits, cfg.trials, cfg.gate)
     err.print(f"experiment {experiment.id}: train {len(splits['train'])}, validation {len(splits['validation'])}, "
               f"test {len(splits['test'])} tasks (sealed); pre-flight: baseline {n['baseline']} trials, "
@@ -130,6 +133,17 @@ def run_cmd(
         trace.shutdown()
         store.close()
     _show(result, as_json)
+
+
+def _seed_baseline(store, trace, job_dir: Path, experiment_id: str, train: list[str], cfg) -> None:
+    """The Harbor job's trials of train tasks (up to K each) as the baseline's train run: the
+    evaluation finds them done and runs only what is missing."""
+    from metaopt.evaluation.harbor_jobs import import_job
+
+    cid = f"{experiment_id}/c0"
+    r = import_job(store, job_dir, tracing=trace, benchmark=cfg.benchmark, run_id=f"{cid}:train", tasks=set(train),
+                   attempts=cfg.trials, extra={"experiment_id": experiment_id, "candidate_id": cid, "split": "train"})
+    err.print(f"baseline evidence: {len(r.imported)} train trials from {job_dir}", highlight=False)
 
 
 def _show(result: dict, as_json: bool) -> None:

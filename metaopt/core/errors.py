@@ -83,6 +83,10 @@ class UnknownFormat(UnknownName, ExportError):
     """For the user: no export format of that name."""
 
 
+class HarborJobError(UserError):
+    """For the user: a folder that is not a readable Harbor job (no result.json / config.json, or bad JSON)."""
+
+
 class ExecutorError(UserError):
     """For the user: an executor that cannot run: an unknown name, no Ray cluster at the address."""
 

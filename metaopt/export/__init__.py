@@ -5,7 +5,8 @@ formats through the `metaopt.export_formats` entry-point group, each naming a
 `write(src: Source, out: Path, package: str | None)` function): `harness` (the folder plus a README
 of where it came from), `python` (a standalone package on the anthropic or openai SDK),
 `inspect` (an inspect-ai @agent), `openai-agents` and `claude-agent-sdk` (code and configuration
-for those SDKs). Code exports share `files/harness_runtime.py` (tool rendering, argument checks,
+for those SDKs), `harbor` (a Harbor agent class, `harbor run --agent-import-path`).
+Code exports share `files/harness_runtime.py` (tool rendering, argument checks,
 truncation, executors: the task agent's tool semantics on the standard library alone).
 Features a format cannot express are refused unless `allow_gaps` (see features.py).
 API keys are never written: generated code reads them from the environment.
@@ -30,6 +31,7 @@ FORMATS = Registry("format", "metaopt.export_formats", {
     "inspect": "metaopt.export.inspect_agent:write",
     "openai-agents": "metaopt.export.openai_agents:write",
     "claude-agent-sdk": "metaopt.export.claude_agent_sdk:write",
+    "harbor": "metaopt.export.harbor_agent:write",
 }, UnknownFormat, field="--format")
 FILES = Path(__file__).with_name("files")
 

@@ -36,6 +36,7 @@ UNSUPPORTED: dict[str, dict[str, str]] = {
     "harness": {},
     "python": {},
     "inspect": {},
+    "harbor": {},
     "openai-agents": {
         "context": "the SDK keeps the whole history; it has no token budget that drops old tool outputs or summarises",
         "max_wall_s": "Runner.run has no wall-clock limit (wrap it in asyncio.wait_for yourself)",
@@ -56,6 +57,9 @@ NOTES: dict[str, list[str]] = {
                "exported variables between persistent calls, not shell functions or unexported variables.")],
     "inspect": [("The persistent shell is emulated over `sandbox().exec`: the working directory and exported "
                 "variables carry over between calls, shell functions and unexported variables do not.")],
+    "harbor": [("The persistent shell is emulated over Harbor's `environment.exec`: the working directory and "
+                "exported variables carry over between calls, shell functions and unexported variables do not."),
+               "The cost is not reported to Harbor (the package carries no price list); token counts are."],
     "openai-agents": [("A call to a tool the agent does not have ends the run with the SDK's ModelBehaviorError "
                       "(the harness loop answers it with an error message instead)."),
                       "Tool outputs carry no is_error flag on the wire (as with metaopt's own OpenAI client)."],
