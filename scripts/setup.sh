@@ -43,6 +43,9 @@ if [ -n "$py312" ] && [ ! -x "$harbor_venv/bin/harbor" ]; then
   echo "setup: Harbor 0.25.0 in $harbor_venv"
   "$py312" -m venv "$harbor_venv"
   "$harbor_venv/bin/pip" install -q -e '.[harbor]'
+elif [ -x "$harbor_venv/bin/harbor" ]; then
+  # the venv outlives checkouts: its metaopt (the job plugin's) must be this checkout's
+  "$harbor_venv/bin/pip" install -q --no-deps -e .
 fi
 if [ -x "$harbor_venv/bin/harbor" ] && \
    compose="$("$harbor_venv/bin/python" -c 'import compose, os; print(os.path.dirname(compose.__file__))' 2>/dev/null)"; then
