@@ -22,6 +22,7 @@ from typing import Any
 from metaopt.benchmarks.scoring import parse_pytest_summary
 from metaopt.core.errors import HarborJobError
 from metaopt.evaluation.result import Status, TrialResult
+from metaopt.traces import queries
 from metaopt.traces.atif import replay
 from metaopt.traces.store import Store
 from metaopt.traces.tracing import Tracing
@@ -133,7 +134,7 @@ def import_trial(store: Store, trial_dir: Path, r: dict[str, Any], *, run_id: st
     """Write one Harbor trial (its folder and result.json as a dict) as the next attempt of its task
     in `run_id`; None when the run already holds it (same task, same start time)."""
     task_id = str(r.get("task_name") or trial_dir.name.split("__")[0])
-    have = store.rows("SELECT attempt, started_at FROM trials WHERE run_id = ? AND task_id = ?", [run_id, task_id])
+    have = queries.task_attempts(store, run_id, task_id)
     started = _time(r.get("started_at"))
     if any(h["started_at"] == started for h in have):
         return None

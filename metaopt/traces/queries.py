@@ -146,6 +146,11 @@ def _marks(ids: list[Any]) -> str:
     return ", ".join("?" * len(ids))
 
 
+def task_attempts(store: Store, run_id: str, task_id: str) -> list[dict[str, Any]]:
+    """The attempts of one task in a run: attempt number and start time (an importer's dedup key)."""
+    return store.rows("SELECT attempt, started_at FROM trials WHERE run_id = ? AND task_id = ?", [run_id, task_id])
+
+
 def trials_by_id(store: Store, trial_ids: list[str]) -> list[dict[str, Any]]:
     """The trials among `trial_ids` (non-empty), by task and attempt."""
     return store.rows("SELECT trial_id, task_id, attempt, status, score, failure_mode, error, tests, trace_id"
