@@ -298,4 +298,26 @@ MIGRATIONS: list[tuple[str, str]] = [
         ALTER TABLE candidates ADD COLUMN mechanisms JSON;  -- hashes of the active mechanism set
         """,
     ),
+    (
+        "0009_failure_clusters",
+        # `metaopt diagnose` (traces/diagnose.py owns it): failing trials grouped by a deterministic
+        # signature, per scope (an experiment or a run), with an optional model-written diagnosis
+        # whose claims cite span ids of the cluster (checked against the store before it is kept).
+        """
+        CREATE TABLE failure_clusters (
+            scope VARCHAR NOT NULL,          -- experiment id or run id
+            cluster_id VARCHAR NOT NULL,     -- 12 hex of the signature's sha1: stable across runs
+            rank INTEGER NOT NULL,           -- 0 = the largest
+            signature JSON NOT NULL,         -- {mode, error, tool, exit_status, where}
+            size INTEGER NOT NULL,
+            tasks JSON,                      -- {task id: failing trials}
+            candidates JSON,                 -- {candidate or run id: failing trials}
+            trial_ids JSON,
+            examples JSON,                   -- [{trial_id, task_id, candidate_id, span_id}]
+            diagnosis JSON,                  -- {model, summary, claims: [{text, spans}], dropped}
+            created_at TIMESTAMP NOT NULL,
+            PRIMARY KEY (scope, cluster_id)
+        );
+        """,
+    ),
 ]

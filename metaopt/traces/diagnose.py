@@ -1,0 +1,233 @@
+"""Failure clusters: failing trials grouped by a deterministic signature, for `metaopt diagnose`,
+the explorer's clusters page, the HTML report and the meta-agent.
+
+    clusters(store, experiment_id=..., run_id=..., trial_ids=...) -> [cluster, largest first]
+    save(store, scope, clusters); load(store, scope) -> the stored clusters (with any diagnosis)
+
+A signature is (mode, error, tool, exit_status, where): the failure cause (the explorer's CAUSES),
+the last error normalised (numbers, paths, hex, ids and quoted text masked, so the same failure in
+two tasks reads the same), the tool of the last failing (else last) tool call and its exit status,
+and where in the episode it happened (the third of the turns holding the last error; `end` when
+the episode ran out of turns or time without one, `verifier` when the agent finished cleanly).
+Same signature, same cluster id, whatever the run. This module owns `failure_clusters`
+(migration 0009) and is the only one that writes SQL for it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections import Counter
+from typing import Any
+
+from metaopt.core.errors import NotFound
+from metaopt.traces.explorer.queries import cause_of
+from metaopt.traces.store import Store, now
+
+EXAMPLES = 5
+FAILED = "('failed', 'error', 'timeout', 'tampered')"
+_MASKS = [  # order matters: the specific shapes first, bare numbers last
+    (re.compile(r"'[^'\n]{0,200}'|\"[^\"\n]{0,200}\""), "<str>"),
+    (re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b", re.I), "<id>"),
+    (re.compile(r"\b0x[0-9a-f]+\b|\b(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{7,}\b", re.I), "<hex>"),
+    (re.compile(r"(?:~|\.{1,2})?(?:/[\w.@%+=:,-]+)+/?"), "<path>"),
+    (re.compile(r"\b(?=[\w-]*\d)(?=[\w-]*[A-Za-z])\w+(?:[-_:]\w+)+\b"), "<id>"),
+    (re.compile(r"[-+]?\d+(?:\.\d+)?(?:e[-+]?\d+)?", re.I), "<n>"),
+]
+
+
+def normalise(text: str | None, limit: int = 160) -> str:
+    """The first non-empty line of `text` with numbers, paths, hex, ids and quoted text masked,
+    whitespace collapsed, at most `limit` characters. '' for no text."""
+    line = next((x.strip() for x in (text or "").splitlines() if x.strip()), "")
+    for rx, mask in _MASKS:
+        line = rx.sub(mask, line)
+    return re.sub(r"\s+", " ", line)[:limit]
+
+
+def _scope_filter(experiment_id: str | None, run_id: str | None,
+                  trial_ids: list[str] | None) -> tuple[str, list[Any]]:
+    where, params = f" WHERE status IN {FAILED}", []
+    for col, v in (("experiment_id", experiment_id), ("run_id", run_id)):
+        if v is not None:
+            where += f" AND {col} = ?"
+            params.append(v)
+    if trial_ids is not None:
+        where += f" AND trial_id IN ({', '.join('?' * len(trial_ids)) or 'NULL'})"
+        params += list(trial_ids)
+    return where, params
+
+
+def failing_trials(store: Store, experiment_id: str | None = None, run_id: str | None = None,
+                   trial_ids: list[str] | None = None) -> list[dict[str, Any]]:
+    """Each failing trial of the scope with what its spans say: the agent span and its outcome, the
+    turns, the last failing span (its message, tool, exit code and turn) and the last tool call."""
+    where, params = _scope_filter(experiment_id, run_id, trial_ids)
+    rows = store.rows("SELECT trial_id, task_id, coalesce(candidate_id, run_id) AS candidate_id, status, failure_mode,"
+                      f" error FROM trials{where} ORDER BY trial_id", params)
+    if not rows:
+        return []
+    err = "status_code = 'ERROR' AND operation_name IN ('execute_tool', 'chat')"
+    tool = "operation_name = 'execute_tool'"
+    agent = "operation_name = 'invoke_agent' AND parent_span_id IS NULL"
+    exit_code = "attributes->>'$.\"metaopt.tool.exit_code\"'"
+    spans = store.rows(
+        f"WITH f AS (SELECT trial_id FROM trials{where}), s AS (SELECT trial_id, span_id, parent_span_id, operation_name,"
+        " start_ns, status_code, status_message, error_type, tool_name, attributes FROM spans"
+        " WHERE trial_id IN (SELECT trial_id FROM f) AND operation_name IN ('invoke_agent', 'chat', 'execute_tool')),"
+        f" e AS (SELECT trial_id, max(start_ns) AS err_ns FROM s WHERE {err} GROUP BY 1)"
+        " SELECT s.trial_id, count(*) FILTER (operation_name = 'chat') AS turns,"
+        f" count(*) FILTER (operation_name = 'chat' AND s.start_ns <= e.err_ns) AS err_turn,"
+        f" arg_max(span_id, s.start_ns) FILTER ({err}) AS err_span,"
+        f" arg_max(coalesce(status_message, error_type), s.start_ns) FILTER ({err}) AS err_message,"
+        f" arg_max(operation_name, s.start_ns) FILTER ({err}) AS err_op,"
+        f" arg_max(tool_name, s.start_ns) FILTER ({err}) AS err_tool,"
+        f" arg_max({exit_code}, s.start_ns) FILTER ({err} AND {tool}) AS err_exit,"
+        f" arg_max(tool_name, s.start_ns) FILTER ({tool}) AS last_tool,"
+        f" arg_max({exit_code}, s.start_ns) FILTER ({tool}) AS last_exit,"
+        f" any_value(span_id) FILTER ({agent}) AS agent_span,"
+        f" any_value(attributes->>'$.\"metaopt.outcome\"') FILTER ({agent}) AS outcome"
+        " FROM s LEFT JOIN e USING (trial_id) GROUP BY 1", params, )
+    by = {s["trial_id"]: s for s in spans}
+    out = []
+    for r in rows:
+        s = by.get(r["trial_id"]) or {}
+        r.update({k: s.get(k) for k in ("turns", "err_turn", "err_span", "err_message", "err_op", "err_tool", "err_exit",
+                                        "last_tool", "last_exit", "agent_span", "outcome")})
+        r["tool_error_span"] = r["err_span"] if r["err_op"] == "execute_tool" else None
+        r["chat_error_span"] = r["err_span"] if r["err_op"] == "chat" else None
+        out.append(r)
+    return out
+
+
+def _where(r: dict[str, Any]) -> str:
+    if not r["agent_span"] and not r["turns"]:
+        return "no episode"
+    if r["err_span"] and r["turns"]:
+        k, n = max(1, r["err_turn"] or 1), r["turns"]
+        return "first third" if 3 * k <= n else "middle third" if 3 * k <= 2 * n else "last third"
+    if r["outcome"] in ("turn_limit", "time_limit", "context_limit") or r["status"] == "timeout":
+        return "end"
+    return "verifier"
+
+
+def signature(r: dict[str, Any]) -> dict[str, Any]:
+    """The cluster signature of one row of failing_trials()."""
+    mode, _ = cause_of(r)
+    tool = r["err_tool"] or r["last_tool"]
+    exit_status = r["err_exit"] if r["err_tool"] else r["last_exit"]
+    message = r["err_message"] if r["err_span"] else r["error"]
+    return {"mode": mode, "error": normalise(message), "tool": tool or None,
+            "exit_status": None if exit_status is None else str(exit_status), "where": _where(r)}
+
+
+def cluster_id(sig: dict[str, Any]) -> str:
+    return hashlib.sha1(json.dumps(sig, sort_keys=True).encode()).hexdigest()[:12]
+
+
+def label(sig: dict[str, Any]) -> str:
+    """One line a person reads: 'timeout: bash exit 124 "timeout" (last third)'."""
+    tool = f" {sig['tool']}" + (f" exit {sig['exit_status']}" if sig["exit_status"] is not None else "") if sig["tool"] else ""
+    err = f' "{sig["error"]}"' if sig["error"] else ""
+    return f"{sig['mode']}:{tool}{err} ({sig['where']})"
+
+
+def clusters(store: Store, experiment_id: str | None = None, run_id: str | None = None,
+             trial_ids: list[str] | None = None) -> list[dict[str, Any]]:
+    """The failing trials of an experiment, a run or a list of trials in clusters, largest first:
+    [{cluster_id, rank, signature, label, size, tasks: {task: n}, candidates: {id: n}, trial_ids,
+    examples: [{trial_id, task_id, candidate_id, span_id}], diagnosis: None}]. span_id is the span to
+    open: the last failing one, else the agent span (None when nothing ran)."""
+    groups: dict[str, dict[str, Any]] = {}
+    for r in failing_trials(store, experiment_id, run_id, trial_ids):
+        sig = signature(r)
+        g = groups.setdefault(cluster_id(sig), {"signature": sig, "rows": []})
+        g["rows"].append(r)
+    out = []
+    for cid, g in sorted(groups.items(), key=lambda kv: (-len(kv[1]["rows"]), label(kv[1]["signature"]))):
+        rows = g["rows"]
+        out.append({"cluster_id": cid, "rank": len(out), "signature": g["signature"], "label": label(g["signature"]),
+                    "size": len(rows), "tasks": dict(Counter(r["task_id"] for r in rows).most_common()),
+                    "candidates": dict(Counter(r["candidate_id"] for r in rows).most_common()),
+                    "trial_ids": [r["trial_id"] for r in rows],
+                    "examples": [{"trial_id": r["trial_id"], "task_id": r["task_id"], "candidate_id": r["candidate_id"],
+                                  "span_id": r["err_span"] or r["agent_span"]} for r in _spread(rows)[:EXAMPLES]],
+                    "diagnosis": None})
+    return out
+
+
+def _spread(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Rows reordered so the first examples come from different tasks."""
+    seen: set[str] = set()
+    first = [r for r in rows if not (r["task_id"] in seen or seen.add(r["task_id"]))]
+    return first + [r for r in rows if r not in first]
+
+
+def scope_of(store: Store, ref: str) -> dict[str, str]:
+    """{experiment_id: ref} or {run_id: ref}; NotFound when the store has neither."""
+    if store.rows("SELECT 1 FROM experiments WHERE experiment_id = ?", [ref]):
+        return {"experiment_id": ref}
+    if store.rows("SELECT 1 FROM runs WHERE run_id = ?", [ref]):
+        return {"run_id": ref}
+    raise NotFound(f"no experiment or run {ref!r} in store {store.path} (see `metaopt traces experiments`)")
+
+
+def cluster_spans(store: Store, trial_ids: list[str], span_ids: list[str]) -> set[str]:
+    """Those of `span_ids` that are spans of `trial_ids` in the store (what a citation may name)."""
+    if not trial_ids or not span_ids:
+        return set()
+    rows = store.con.execute(
+        f"SELECT DISTINCT span_id FROM spans WHERE span_id IN ({', '.join('?' * len(span_ids))})"
+        f" AND trial_id IN ({', '.join('?' * len(trial_ids))})", [*span_ids, *trial_ids]).fetchall()
+    return {r[0] for r in rows}
+
+
+def evidence_spans(store: Store, trial_ids: list[str], limit: int = 40) -> list[dict[str, Any]]:
+    """The spans of these trials a diagnosis may cite, in order: agent, tool calls and failing chats
+    (id, trial, name, status, message, exit code), at most `limit`."""
+    if not trial_ids:
+        return []
+    return store.rows(
+        "SELECT span_id, trial_id, name, status_code, coalesce(status_message, error_type) AS message,"
+        " attributes->>'$.\"metaopt.tool.exit_code\"' AS exit_code, attributes->>'$.\"metaopt.outcome\"' AS outcome"
+        f" FROM spans WHERE trial_id IN ({', '.join('?' * len(trial_ids))}) AND (operation_name IN"
+        " ('invoke_agent', 'execute_tool') OR status_code = 'ERROR') ORDER BY trial_id, start_ns LIMIT ?",
+        [*trial_ids, limit])
+
+
+def save(store: Store, scope: str, found: list[dict[str, Any]]) -> None:
+    """Replace the stored clusters of `scope` by `found` (one transaction)."""
+    cols = ("scope", "cluster_id", "rank", "signature", "size", "tasks", "candidates", "trial_ids", "examples",
+            "diagnosis", "created_at")
+    at = now()
+    store.con.execute("BEGIN TRANSACTION")
+    try:
+        store.con.execute("DELETE FROM failure_clusters WHERE scope = ?", [scope])
+        for c in found:
+            store.con.execute(
+                f"INSERT INTO failure_clusters ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
+                [scope, c["cluster_id"], c["rank"], json.dumps(c["signature"]), c["size"], json.dumps(c["tasks"]),
+                 json.dumps(c["candidates"]), json.dumps(c["trial_ids"]), json.dumps(c["examples"]),
+                 None if c["diagnosis"] is None else json.dumps(c["diagnosis"]), at])
+        store.con.execute("COMMIT")
+    except Exception:
+        store.con.execute("ROLLBACK")
+        raise
+
+
+def load(store: Store, scope: str) -> list[dict[str, Any]]:
+    """The clusters `save` stored for `scope`, largest first ([] when none)."""
+    rows = store.rows("SELECT cluster_id, rank, signature, size, tasks, candidates, trial_ids, examples, diagnosis,"
+                      " created_at FROM failure_clusters WHERE scope = ? ORDER BY rank", [scope])
+    for r in rows:
+        for k in ("signature", "tasks", "candidates", "trial_ids", "examples", "diagnosis"):
+            r[k] = json.loads(r[k]) if isinstance(r[k], str) else r[k]
+        r["label"] = label(r["signature"])
+    return rows
+
+
+def with_diagnoses(store: Store, scope: str, found: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """`found` (computed now) with the diagnosis stored for the same cluster id, when there is one."""
+    stored = {r["cluster_id"]: r["diagnosis"] for r in load(store, scope) if r["diagnosis"]}
+    return [c | {"diagnosis": stored.get(c["cluster_id"])} for c in found]
