@@ -90,6 +90,16 @@ class Source:
                 snap.users -= 1
                 self._close_retired()
 
+    def refresh(self) -> None:
+        """Take a new snapshot now, whatever its age (the page's "refresh" button). Raises
+        StoreError when the store cannot be copied or opened; the current snapshot stays then."""
+        new = self._take()
+        with self._lock:
+            if self._current is not None:
+                self._retired.append(self._current)
+            self._current = new
+            self._close_retired()
+
     def _refresh(self) -> None:
         try:
             new = self._take()
