@@ -217,7 +217,10 @@ def save(store: Store, scope: str, found: list[dict[str, Any]]) -> None:
 
 
 def load(store: Store, scope: str) -> list[dict[str, Any]]:
-    """The clusters `save` stored for `scope`, largest first ([] when none)."""
+    """The clusters `save` stored for `scope`, largest first ([] when none, or in a store opened
+    read-only before migration 0009 reached it)."""
+    if not store.has_table("failure_clusters"):
+        return []
     rows = store.rows("SELECT cluster_id, rank, signature, size, tasks, candidates, trial_ids, examples, diagnosis,"
                       " created_at FROM failure_clusters WHERE scope = ? ORDER BY rank", [scope])
     for r in rows:

@@ -1,5 +1,10 @@
 """Named, ordered schema migrations. Append new ones; never edit or reorder applied ones."""
 
+# Migrations that only add a table whose readers check that it exists: a store that lacks them
+# still opens read-only (the explorer, `metaopt traces ...`), without the table; the next
+# read-write open applies them.
+READER_OPTIONAL = frozenset({"0009_failure_clusters"})
+
 MIGRATIONS: list[tuple[str, str]] = [
     (
         "0001_runs_and_trials",

@@ -15,7 +15,7 @@ from typing import Any, Self, TypeVar
 import duckdb
 
 from metaopt.core.errors import StoreError
-from metaopt.traces.migrations import MIGRATIONS
+from metaopt.traces.migrations import MIGRATIONS, READER_OPTIONAL
 from metaopt.traces.records import Record
 
 R = TypeVar("R", bound=Record)
@@ -56,6 +56,8 @@ class Store:
         for name, sql in MIGRATIONS:
             if name in applied:
                 continue
+            if read_only and name in READER_OPTIONAL:
+                continue
             if read_only:
                 raise StoreError(f"store {self.path} needs migration {name}; open it once read-write")
             self.con.execute("BEGIN TRANSACTION")
@@ -88,6 +90,10 @@ class Store:
         cols = ", ".join(f'"{c}"' for c in model.model_fields)
         sql = f"SELECT {cols} FROM {model.table} WHERE {where}" + (f" ORDER BY {order}" if order else "")
         return [model.model_validate(r) for r in self.rows(sql, params)]
+
+    def has_table(self, table: str) -> bool:
+        """Whether the store has `table` (a READER_OPTIONAL migration's may be missing read-only)."""
+        return bool(self.con.execute("SELECT 1 FROM information_schema.tables WHERE table_name = ?", [table]).fetchall())
 
     def columns(self, table: str) -> list[str]:
         return [r[0] for r in self.con.execute(f"DESCRIBE {table}").fetchall()]
