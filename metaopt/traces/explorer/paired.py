@@ -19,6 +19,7 @@ from metaopt.traces.explorer.queries import trial
 from metaopt.traces.store import Store
 
 CLIP = 400
+SPLITS = ("train", "validation", "test")  # where the default task of the paired view is looked for first
 
 
 def clusters(store: Store, experiment_id: str | None = None, run_id: str | None = None) -> dict[str, Any]:
@@ -118,7 +119,8 @@ def paired_stats(store: Store, a: str, b: str) -> dict[str, Any]:
 
 def paired(store: Store, b: str, a: str | None = None, task: str | None = None) -> dict[str, Any]:
     """Candidate `b` against `a` (default: b's parent) on `task` (default: the first task whose
-    score changed between them, else the first they share): both sides' trials of the task, the
+    score changed between them, train tasks first, then validation, then test; else the first
+    they share): both sides' trials of the task, the
     first trial of each aligned step by step, the harness diff, the paired per-task statistics and
     the gate's rows for this pair."""
     cb = _candidate(store, b)
@@ -129,7 +131,8 @@ def paired(store: Store, b: str, a: str | None = None, task: str | None = None) 
     ca = _candidate(store, a)
     stats = paired_stats(store, a, b)
     if task is None:
-        rows = [r for s in stats.values() for r in s["tasks"]]
+        order = sorted(stats, key=lambda x: (SPLITS.index(x) if x in SPLITS else len(SPLITS), x))
+        rows = [r for split in order for r in stats[split]["tasks"]]
         changed = [r["task"] for r in rows if r["diff"]]
         if not (changed or rows):
             raise NotFound(f"{a!r} and {b!r} share no scored task")

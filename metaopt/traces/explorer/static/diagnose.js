@@ -37,7 +37,7 @@ async function clustersView(p) {
       h("p", {}, h("b", {}, "tasks: "), Object.entries(c.tasks).map(([t, n]) => `${t} ×${n}`).join(", ")),
       h("p", {}, h("b", {}, "by: "), Object.entries(c.candidates).map(([k, n]) => `${short(k)} ×${n}`).join(", ")),
       dg ? h("div", { class: "diagnosis" }, h("p", {}, h("b", {}, "diagnosis: "), dg.summary || "(no summary)", h("span", { class: "label" }, ` · ${dg.model}`)),
-        h("ul", {}, dg.claims.map((cl) => h("li", {}, cl.text, " ", cl.spans.map((s) => [citationEl(s), " "])))),
+        h("ul", {}, dg.claims.map((cl) => h("li", {}, cl.text, " ", cl.spans.flatMap((s) => [citationEl(s), " "])))),
         dg.dropped ? h("p", { class: "label" }, `${dg.dropped} claim(s) dropped: they cited no span of this cluster`) : null) : null,
       h("table", {}, h("tr", {}, ["example trial", "task", "by", "where"].map((x) => h("th", {}, x))),
         c.examples.map((e) => h("tr", {}, h("td", {}, link("trial", { id: e.trial_id }, e.trial_id)), h("td", {}, e.task_id), h("td", {}, short(e.candidate_id)),
