@@ -15,8 +15,8 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, help="metaopt: opt
 
 
 def _register() -> None:
-    from metaopt.cli import eval as eval_
     from metaopt.cli import diagnose, export, models, run, sandbox, traces, ui
+    from metaopt.cli import eval as eval_
 
     app.command("eval")(eval_.eval_cmd)
     app.command("run")(run.run_cmd)

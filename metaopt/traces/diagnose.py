@@ -29,11 +29,11 @@ EXAMPLES = 5
 FAILED = "('failed', 'error', 'timeout', 'tampered')"
 _MASKS = [  # order matters: the specific shapes first, bare numbers last
     (re.compile(r"'[^'\n]{0,200}'|\"[^\"\n]{0,200}\""), "<str>"),
-    (re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b", re.I), "<id>"),
-    (re.compile(r"\b0x[0-9a-f]+\b|\b(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{7,}\b", re.I), "<hex>"),
+    (re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b", re.IGNORECASE), "<id>"),
+    (re.compile(r"\b0x[0-9a-f]+\b|\b(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{7,}\b", re.IGNORECASE), "<hex>"),
     (re.compile(r"(?:~|\.{1,2})?(?:/[\w.@%+=:,-]+)+/?"), "<path>"),
     (re.compile(r"\b(?=[\w-]*\d)(?=[\w-]*[A-Za-z])\w+(?:[-_:]\w+)+\b"), "<id>"),
-    (re.compile(r"[-+]?\d+(?:\.\d+)?(?:e[-+]?\d+)?", re.I), "<n>"),
+    (re.compile(r"[-+]?\d+(?:\.\d+)?(?:e[-+]?\d+)?", re.IGNORECASE), "<n>"),
 ]
 
 
@@ -164,12 +164,12 @@ def _spread(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return first + [r for r in rows if r not in first]
 
 
-def scope_of(store: Store, ref: str) -> dict[str, str]:
-    """{experiment_id: ref} or {run_id: ref}; NotFound when the store has neither."""
-    if store.rows("SELECT 1 FROM experiments WHERE experiment_id = ?", [ref]):
-        return {"experiment_id": ref}
-    if store.rows("SELECT 1 FROM runs WHERE run_id = ?", [ref]):
-        return {"run_id": ref}
+def scope_of(store: Store, ref: str) -> tuple[str | None, str | None, str]:
+    """(experiment id, run id, status): `ref` is an experiment or a run; NotFound when neither."""
+    for table, col in (("experiments", "experiment_id"), ("runs", "run_id")):
+        rows = store.rows(f"SELECT status FROM {table} WHERE {col} = ?", [ref])
+        if rows:
+            return (ref, None, rows[0]["status"]) if table == "experiments" else (None, ref, rows[0]["status"])
     raise NotFound(f"no experiment or run {ref!r} in store {store.path} (see `metaopt traces experiments`)")
 
 

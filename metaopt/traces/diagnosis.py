@@ -78,7 +78,7 @@ def _json_object(text: str) -> dict[str, Any] | None:
 def validate(store: Store, cluster: dict[str, Any], answer: dict[str, Any]) -> tuple[list[dict[str, Any]], int]:
     """(kept claims, number dropped): a claim is kept when it has text and cites only spans of the
     cluster's trials, at least one."""
-    raw = answer.get("claims") if isinstance(answer.get("claims"), list) else []
+    raw: list[Any] = answer["claims"] if isinstance(answer.get("claims"), list) else []
     cited = sorted({s for c in raw if isinstance(c, dict) and isinstance(c.get("spans"), list)
                     for s in c["spans"] if isinstance(s, str)})
     known = dg.cluster_spans(store, cluster["trial_ids"], cited)
@@ -118,8 +118,9 @@ def diagnose(store: Store, ref: str, model: str | None = None, save: bool = True
     """`metaopt diagnose`: the clusters of experiment or run `ref`, each diagnosed by `model` when
     given (else the diagnosis stored earlier for the same cluster, if any), stored under `ref`
     when `save`. Returns {scope, kind, failing, clusters}."""
-    scope = dg.scope_of(store, ref)
-    found = dg.clusters(store, **scope)
+    experiment_id, run_id, _ = dg.scope_of(store, ref)
+    found: list[dict[str, Any]] = dg.clusters(store, experiment_id, run_id)
+    failing = sum(len(c["trial_ids"]) for c in found)
     if model is None:
         found = dg.with_diagnoses(store, ref, found)
     else:
@@ -127,5 +128,5 @@ def diagnose(store: Store, ref: str, model: str | None = None, save: bool = True
         found = [c | {"diagnosis": diagnose_cluster(store, c, m)} for c in found]
     if save:
         dg.save(store, ref, found)
-    return {"scope": ref, "kind": "experiment" if "experiment_id" in scope else "run",
-            "failing": sum(c["size"] for c in found), "clusters": found}
+    return {"scope": ref, "kind": "experiment" if experiment_id else "run",
+            "failing": failing, "clusters": found}

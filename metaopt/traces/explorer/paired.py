@@ -28,11 +28,9 @@ def clusters(store: Store, experiment_id: str | None = None, run_id: str | None 
     ref = experiment_id or run_id
     if ref is None:
         raise NotFound("the clusters view needs an experiment or a run")
-    scope = dg.scope_of(store, ref)
-    table = "experiments" if "experiment_id" in scope else "runs"
-    status = store.rows(f"SELECT status FROM {table} WHERE {next(iter(scope))} = ?", [ref])[0]["status"]
-    return {"scope": ref, "kind": table[:-1], "status": status,
-            "clusters": dg.with_diagnoses(store, ref, dg.clusters(store, **scope))}
+    exp_id, run, status = dg.scope_of(store, ref)
+    return {"scope": ref, "kind": "experiment" if exp_id else "run", "status": status,
+            "clusters": dg.with_diagnoses(store, ref, dg.clusters(store, exp_id, run))}
 
 
 def span(store: Store, span_id: str) -> dict[str, Any]:
@@ -124,10 +122,9 @@ def paired(store: Store, b: str, a: str | None = None, task: str | None = None) 
     first trial of each aligned step by step, the harness diff, the paired per-task statistics and
     the gate's rows for this pair."""
     cb = _candidate(store, b)
-    if a is None:
-        if not cb["parent_id"]:
-            raise NotFound(f"candidate {b!r} has no parent: name the other side (a=...)")
-        a = cb["parent_id"]
+    if a is None and not cb["parent_id"]:
+        raise NotFound(f"candidate {b!r} has no parent: name the other side (a=...)")
+    a = str(cb["parent_id"]) if a is None else a
     ca = _candidate(store, a)
     stats = paired_stats(store, a, b)
     if task is None:

@@ -115,11 +115,12 @@ class Handler(BaseHTTPRequestHandler):
     source: Source  # set on the subclass make_server builds, with token and hosts
     token: str
     hosts: set[str] | None
+    port: int
     server_version = "metaopt-ui"
 
     def _guard(self) -> bool:
         """False (and the refusal sent) when the Host header is not this server's address."""
-        if _host_ok(self.headers.get("Host"), self.hosts, self.server.server_address[1]):
+        if _host_ok(self.headers.get("Host"), self.hosts, self.port):
             return True
         self._json(421, {"error": "this server answers only requests addressed to the host and port it listens on"})
         return False
@@ -196,6 +197,7 @@ def make_server(source: Source, host: str = "127.0.0.1", port: int = 8765) -> Th
     """A server (not yet serving) over `source`; port 0 picks a free port (server.server_port)."""
     handler = type("BoundHandler", (Handler,), {"source": source, "token": secrets.token_urlsafe(24)})
     server = ThreadingHTTPServer((host, port), handler)
-    handler.hosts = allowed_hosts(host, server.server_address[1])
+    handler.port = server.server_port
+    handler.hosts = allowed_hosts(host, server.server_port)
     server.daemon_threads = True
     return server
