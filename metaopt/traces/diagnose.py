@@ -19,6 +19,7 @@ import hashlib
 import json
 import re
 from collections import Counter
+from functools import lru_cache
 from typing import Any
 
 from metaopt.core.errors import NotFound
@@ -37,6 +38,7 @@ _MASKS = [  # order matters: the specific shapes first, bare numbers last
 ]
 
 
+@lru_cache(maxsize=8192)  # the same few errors recur across thousands of trials
 def normalise(text: str | None, limit: int = 160) -> str:
     """The first non-empty line of `text` with numbers, paths, hex, ids and quoted text masked,
     whitespace collapsed, at most `limit` characters. '' for no text."""
@@ -68,27 +70,34 @@ def failing_trials(store: Store, experiment_id: str | None = None, run_id: str |
                       f" error FROM trials{where} ORDER BY trial_id", params)
     if not rows:
         return []
+    # Two passes, both cheap at 1M spans: numbers per trial (turns, the error's turn, the rowids of
+    # the last tool call, the last failing span and the agent span; string arg_max is 3x slower),
+    # then those few rows by rowid (a rowid range plus list is pruned, a bare list is not).
     err = "status_code = 'ERROR' AND operation_name IN ('execute_tool', 'chat')"
-    tool = "operation_name = 'execute_tool'"
-    agent = "operation_name = 'invoke_agent' AND parent_span_id IS NULL"
-    exit_code = "attributes->>'$.\"metaopt.tool.exit_code\"'"
-    spans = store.rows(
-        f"WITH f AS (SELECT trial_id FROM trials{where}), s AS (SELECT trial_id, span_id, parent_span_id, operation_name,"
-        " start_ns, status_code, status_message, error_type, tool_name, attributes FROM spans"
-        " WHERE trial_id IN (SELECT trial_id FROM f) AND operation_name IN ('invoke_agent', 'chat', 'execute_tool')),"
-        f" e AS (SELECT trial_id, max(start_ns) AS err_ns FROM s WHERE {err} GROUP BY 1)"
-        " SELECT s.trial_id, count(*) FILTER (operation_name = 'chat') AS turns,"
-        f" count(*) FILTER (operation_name = 'chat' AND s.start_ns <= e.err_ns) AS err_turn,"
-        f" arg_max(span_id, s.start_ns) FILTER ({err}) AS err_span,"
-        f" arg_max(coalesce(status_message, error_type), s.start_ns) FILTER ({err}) AS err_message,"
-        f" arg_max(operation_name, s.start_ns) FILTER ({err}) AS err_op,"
-        f" arg_max(tool_name, s.start_ns) FILTER ({err}) AS err_tool,"
-        f" arg_max({exit_code}, s.start_ns) FILTER ({err} AND {tool}) AS err_exit,"
-        f" arg_max(tool_name, s.start_ns) FILTER ({tool}) AS last_tool,"
-        f" arg_max({exit_code}, s.start_ns) FILTER ({tool}) AS last_exit,"
-        f" any_value(span_id) FILTER ({agent}) AS agent_span,"
-        f" any_value(attributes->>'$.\"metaopt.outcome\"') FILTER ({agent}) AS outcome"
-        " FROM s LEFT JOIN e USING (trial_id) GROUP BY 1", params, )
+    f = f"WITH f AS (SELECT trial_id FROM trials{where}), "
+    agg = store.con.execute(
+        f + f"e AS (SELECT trial_id, max(start_ns) AS err_ns FROM spans WHERE {err} AND trial_id IN (SELECT trial_id FROM f)"
+        " GROUP BY 1) SELECT s.trial_id, count(*) FILTER (operation_name = 'chat'),"
+        " count(*) FILTER (operation_name = 'chat' AND s.start_ns <= e.err_ns),"
+        " arg_max(s.rowid, s.start_ns) FILTER (operation_name = 'execute_tool'),"
+        f" arg_max(s.rowid, s.start_ns) FILTER ({err}),"
+        " min(s.rowid) FILTER (operation_name = 'invoke_agent' AND parent_span_id IS NULL)"
+        " FROM spans s LEFT JOIN e USING (trial_id) WHERE s.trial_id IN (SELECT trial_id FROM f)"
+        " AND s.operation_name IN ('chat', 'execute_tool', 'invoke_agent') GROUP BY 1",
+        params).fetchall()
+    wanted = sorted({x for a in agg for x in a[3:] if x is not None})
+    picked = {r["row"]: r for r in store.rows(
+        "SELECT rowid AS row, span_id, operation_name AS op, coalesce(status_message, error_type) AS message, tool_name,"
+        " attributes->>'$.\"metaopt.tool.exit_code\"' AS exit_code, attributes->>'$.\"metaopt.outcome\"' AS outcome"
+        " FROM spans WHERE rowid BETWEEN ? AND ? AND rowid IN (SELECT unnest(?::BIGINT[]))",
+        [wanted[0], wanted[-1], wanted])} if wanted else {}
+    spans = []
+    for trial_id, turns, err_turn, tool_row, err_row, agent_row in agg:
+        t, e, a = picked.get(tool_row) or {}, picked.get(err_row) or {}, picked.get(agent_row) or {}
+        spans.append({"trial_id": trial_id, "turns": turns, "err_turn": err_turn, "err_span": e.get("span_id"),
+                      "err_message": e.get("message"), "err_op": e.get("op"), "err_tool": e.get("tool_name"),
+                      "err_exit": e.get("exit_code"), "last_tool": t.get("tool_name"), "last_exit": t.get("exit_code"),
+                      "agent_span": a.get("span_id"), "outcome": a.get("outcome")})
     by = {s["trial_id"]: s for s in spans}
     out = []
     for r in rows:
@@ -139,11 +148,11 @@ def clusters(store: Store, experiment_id: str | None = None, run_id: str | None 
     [{cluster_id, rank, signature, label, size, tasks: {task: n}, candidates: {id: n}, trial_ids,
     examples: [{trial_id, task_id, candidate_id, span_id}], diagnosis: None}]. span_id is the span to
     open: the last failing one, else the agent span (None when nothing ran)."""
-    groups: dict[str, dict[str, Any]] = {}
+    by_sig: dict[tuple, dict[str, Any]] = {}
     for r in failing_trials(store, experiment_id, run_id, trial_ids):
         sig = signature(r)
-        g = groups.setdefault(cluster_id(sig), {"signature": sig, "rows": []})
-        g["rows"].append(r)
+        by_sig.setdefault(tuple(sig.values()), {"signature": sig, "rows": []})["rows"].append(r)
+    groups = {cluster_id(g["signature"]): g for g in by_sig.values()}
     out = []
     for cid, g in sorted(groups.items(), key=lambda kv: (-len(kv[1]["rows"]), label(kv[1]["signature"]))):
         rows = g["rows"]
