@@ -12,7 +12,7 @@ from rich.markup import escape
 
 from metaopt.cli.common import DB, fail
 
-out = Console()
+out = Console(soft_wrap=True)
 
 
 def diagnose_cmd(ref: str = typer.Argument(..., help="Experiment id or run id (see `metaopt traces experiments`)."),
