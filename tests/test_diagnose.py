@@ -120,6 +120,19 @@ def test_a_diagnosis_keeps_only_claims_citing_spans_of_its_cluster_and_is_stored
     assert r.returncode == 2 and "no experiment or run 'no-such-experiment'" in r.stderr
 
 
+def test_the_meta_agent_sees_the_clusters_of_the_failing_train_trials_only(run):
+    from metaopt.meta_agent.proposers.history_view import clusters_text
+
+    with Store(run["db"], read_only=True) as store:
+        train = [r["trial_id"] for r in store.rows(
+            "SELECT trial_id FROM trials WHERE experiment_id = ? AND candidate_id = ? AND split = 'train'"
+            " AND status != 'passed'", [run["experiment"], run["child"]["parent_id"]])]
+        full, brief = clusters_text(store, train), clusters_text(store, train, brief=True)
+    assert "turn limit: bash exit 0 (end)" in full and f"over {len(train)} failing train trial(s)" in full
+    assert ":validation/" not in full and ":test/" not in full  # held-out trials never reach the meta-agent
+    assert brief.startswith("Failure clusters (failure_clusters shows them): ") and "turn limit" in brief
+
+
 @pytest.fixture(scope="module")
 def server(run, diagnosed) -> str:
     proc = subprocess.Popen([sys.executable, "-m", "metaopt.cli", "ui", "--db", str(run["db"]), "--port", "0"],

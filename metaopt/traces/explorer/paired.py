@@ -23,14 +23,16 @@ SPLITS = ("train", "validation", "test")  # where the default task of the paired
 
 
 def clusters(store: Store, experiment_id: str | None = None, run_id: str | None = None) -> dict[str, Any]:
-    """{scope, clusters}: the clusters as they are now (a running experiment's grow), each with the
-    diagnosis `metaopt diagnose --model` stored for the same signature, if any."""
+    """{scope, kind, status, clusters}: the clusters as they are now (a running experiment's grow),
+    each with the diagnosis `metaopt diagnose --model` stored for the same signature, if any, and
+    without its list of trial ids (counts and examples only)."""
     ref = experiment_id or run_id
     if ref is None:
         raise NotFound("the clusters view needs an experiment or a run")
     exp_id, run, status = dg.scope_of(store, ref)
-    return {"scope": ref, "kind": "experiment" if exp_id else "run", "status": status,
-            "clusters": dg.with_diagnoses(store, ref, dg.clusters(store, exp_id, run))}
+    found = dg.with_diagnoses(store, ref, dg.clusters(store, exp_id, run))
+    return {"scope": ref, "kind": "experiment" if exp_id else "run", "status": status,  # trial ids: the page needs none
+            "clusters": [{k: v for k, v in c.items() if k != "trial_ids"} for c in found]}
 
 
 def span(store: Store, span_id: str) -> dict[str, Any]:
