@@ -72,18 +72,20 @@ def failing_trials(store: Store, experiment_id: str | None = None, run_id: str |
         return []
     # Two passes, both cheap at 1M spans: numbers per trial (turns, the error's turn, the rowids of
     # the last tool call, the last failing span and the agent span; string arg_max is 3x slower),
-    # then those few rows by rowid (a rowid range plus list is pruned, a bare list is not).
+    # then those few rows by rowid (a rowid range plus list is pruned, a bare list is not). The
+    # trial id range lets zone maps skip other runs' spans (trial ids start with the run id).
     err = "status_code = 'ERROR' AND operation_name IN ('execute_tool', 'chat')"
-    f = f"WITH f AS (SELECT trial_id FROM trials{where}), "
     agg = store.con.execute(
-        f + f"e AS (SELECT trial_id, max(start_ns) AS err_ns FROM spans WHERE {err} AND trial_id IN (SELECT trial_id FROM f)"
-        " GROUP BY 1) SELECT s.trial_id, count(*) FILTER (operation_name = 'chat'),"
-        " count(*) FILTER (operation_name = 'chat' AND s.start_ns <= e.err_ns),"
+        f"WITH f AS (SELECT trial_id FROM trials{where}), e AS (SELECT trial_id, max(start_ns) AS err_ns FROM spans"
+        f" WHERE {err} AND trial_id IN (SELECT trial_id FROM f) GROUP BY 1),"
+        " g AS (SELECT f.trial_id, e.err_ns FROM f LEFT JOIN e USING (trial_id))"
+        " SELECT s.trial_id, count(*) FILTER (operation_name = 'chat'),"
+        " count(*) FILTER (operation_name = 'chat' AND s.start_ns <= g.err_ns),"
         " arg_max(s.rowid, s.start_ns) FILTER (operation_name = 'execute_tool'),"
         f" arg_max(s.rowid, s.start_ns) FILTER ({err}),"
         " min(s.rowid) FILTER (operation_name = 'invoke_agent' AND parent_span_id IS NULL)"
-        " FROM spans s LEFT JOIN e USING (trial_id) WHERE s.trial_id IN (SELECT trial_id FROM f)"
-        " AND s.operation_name IN ('chat', 'execute_tool', 'invoke_agent') GROUP BY 1",
+        " FROM spans s JOIN g USING (trial_id) WHERE s.trial_id BETWEEN (SELECT min(trial_id) FROM f) AND"
+        " (SELECT max(trial_id) FROM f) AND s.operation_name IN ('chat', 'execute_tool', 'invoke_agent') GROUP BY 1",
         params).fetchall()
     wanted = sorted({x for a in agg for x in a[3:] if x is not None})
     picked = {r["row"]: r for r in store.rows(
