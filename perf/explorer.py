@@ -1,4 +1,5 @@
-"""Explorer endpoint latency on a store with 1,000,000 spans (target: every view < 300 ms).
+"""Explorer endpoint latency on a store with 1,000,000 spans (target: every view < 300 ms),
+the failure clusters and paired views of `metaopt diagnose` (issue 28) included.
 
 Fills a fresh store with synthetic rows shaped like real ones (traces/exporter.py columns), in
 SQL (INSERT ... SELECT FROM range()): one experiment of 20 candidates x 100 tasks x 5 trials =
@@ -39,11 +40,13 @@ def fill(path: Path, n_spans: int) -> dict[str, str]:
                   [exp, json.dumps({"train": [f"task-{i:03d}" for i in range(50)],
                                     "validation": [f"task-{i:03d}" for i in range(50, 75)],
                                     "test": [f"task-{i:03d}" for i in range(75, 100)]})])
-        c.execute(f"""INSERT INTO candidates SELECT '{exp}/c' || i, '{exp}', CASE WHEN i > 0 THEN '{exp}/c' || (i - 1) END,
+        c.execute(f"""INSERT INTO candidates (candidate_id, experiment_id, parent_id, iteration, status, proposer, rationale,
+            evidence, diff, harness, harness_hash, status_reason, created_at) SELECT '{exp}/c' || i, '{exp}', CASE WHEN i > 0 THEN '{exp}/c' || (i - 1) END,
             i, CASE WHEN i = 0 THEN 'baseline' WHEN i % 3 = 0 THEN 'accepted' ELSE 'rejected' END, 'heuristic',
             'raised routing.limits.max_turns', '[]', '--- parent' || chr(10) || '+++ child' || chr(10) || '-  max_turns: 8' || chr(10) || '+  max_turns: 16',
             '{{}}', md5(i::VARCHAR), NULL, now() FROM range({n_cands}) t(i)""")
-        c.execute(f"""INSERT INTO gate_decisions SELECT '{exp}', '{exp}/c' || i, '{exp}/c' || (i - 1), 'validation',
+        c.execute(f"""INSERT INTO gate_decisions (experiment_id, candidate_id, parent_id, stage, outcome, delta, se, threshold,
+            n_tasks, coverage, reason, rule, details, decided_at) SELECT '{exp}', '{exp}/c' || i, '{exp}/c' || (i - 1), 'validation',
             CASE WHEN i % 3 = 0 THEN 'accept' ELSE 'reject' END, 0.1, 0.03, 0.05, 25, 1.0, 'reason', 'rule', NULL, now()
             FROM range(1, {n_cands}) t(i)""")
         # trial k: candidate k // (tasks * 5 trials), task (k // 5) % tasks, attempt k % 5
@@ -129,6 +132,10 @@ def main() -> None:
         ("search, text found nowhere (first page)", "search", {"q": "no-such-text-anywhere"}),
         ("search, text found nowhere (a later page)", "search", {"q": "no-such-text-anywhere", "before": "700000"}),
         ("compare (task under 2 candidates)", "compare", {"task": task, "a": ids["a"], "b": ids["b"]}),
+        ("failure clusters, one experiment", "clusters", {"experiment": ids["experiment"]}),
+        ("paired (task under parent and child, stats, diff)", "paired", {"b": ids["b"], "task": task}),
+        ("paired, default task", "paired", {"b": ids["b"]}),
+        ("span lookup (a cited span)", "span", {"id": "00000000000f4000"}),
         ("unknown trial (404)", "trial", {"id": "nope"}),
     ]
     t = time.perf_counter()

@@ -74,7 +74,7 @@ def test_a_model_that_stops_without_writing_proposes_nothing(tmp_path):
     assert "If this exact task disappeared" in system and "`model` section" in system
     assert "routing.limits.max_turns" in system  # the generated format reference
     assert {t.name for t in p.model.calls[0].tools} == {
-        "list_failures", "read_trial", "search_traces", "read_harness", "history", "read_candidate",
+        "list_failures", "failure_clusters", "read_trial", "search_traces", "read_harness", "history", "read_candidate",
         "compare_train_task", "add_note", "set_field", "edit_prompt", "set_tool", "remove_tool", "write_revision"}
 
 

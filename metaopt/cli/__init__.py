@@ -15,13 +15,15 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, help="metaopt: opt
 
 
 def _register() -> None:
+    from metaopt.cli import diagnose, export, imports, models, run, sandbox, traces, ui
     from metaopt.cli import eval as eval_
-    from metaopt.cli import export, imports, models, run, sandbox, traces, ui
 
     app.command("eval")(eval_.eval_cmd)
     app.command("run")(run.run_cmd)
     app.command("export")(export.export_cmd)
     app.command("ui")(ui.ui_cmd)
+    app.command("diagnose")(diagnose.diagnose_cmd)
+    app.command("report")(diagnose.report_cmd)
     app.add_typer(traces.app, name="traces")
     app.add_typer(imports.app, name="import")
     ui.register_views(traces.app)

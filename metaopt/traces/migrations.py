@@ -33,6 +33,10 @@ class Schema:
     """(migration name, this owner's DDL in it), in order."""
     readers: tuple[str, ...] = ()
     """Other modules (dotted names) that may hold read-only SQL over these tables."""
+    reader_optional: tuple[str, ...] = ()
+    """Migrations that only add a table whose readers check it exists (Store.has_table): a store
+    lacking them still opens read-only (the explorer, `metaopt traces`), without the table; the
+    next read-write open applies them."""
 
 
 SCHEMAS = Registry("table owner", "metaopt.schemas", {
@@ -40,6 +44,7 @@ SCHEMAS = Registry("table owner", "metaopt.schemas", {
     "traces": "metaopt.traces.tables:SCHEMA",
     "experiments": "metaopt.meta_agent.records:SCHEMA",
     "bilevel": "metaopt.meta_agent.search.bilevel.records:SCHEMA",
+    "diagnose": "metaopt.traces.diagnose:SCHEMA",
 })
 """Owner name -> "module:SCHEMA". Pieces of one migration run in this order."""
 
@@ -82,11 +87,12 @@ def migrate(con: duckdb.DuckDBPyConnection, path: Path, read_only: bool, now: da
     except duckdb.Error:
         raise StoreError(f"{path} is not a metaopt store (no schema_migrations table)") from None
     known = migrations()
+    optional = {name for schema in schemas().values() for name in schema.reader_optional}
     unknown = sorted(applied - {name for name, _ in known})
     if unknown:
         raise StoreError(f"store {path} was written by a newer metaopt (unknown migration {unknown[0]}); upgrade metaopt")
     for name, sql in known:
-        if name in applied:
+        if name in applied or (read_only and name in optional):
             continue
         if read_only:
             raise StoreError(f"store {path} needs migration {name}; open it once read-write")

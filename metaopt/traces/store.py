@@ -69,6 +69,10 @@ class Store:
         sql = f"SELECT {cols} FROM {model.table} WHERE {where}" + (f" ORDER BY {order}" if order else "")
         return [model.model_validate(r) for r in self.rows(sql, params)]
 
+    def has_table(self, table: str) -> bool:
+        """Whether the store has `table` (a reader-optional migration's may be missing read-only)."""
+        return bool(self.con.execute("SELECT 1 FROM information_schema.tables WHERE table_name = ?", [table]).fetchall())
+
     def columns(self, table: str) -> list[str]:
         return [r[0] for r in self.con.execute(f"DESCRIBE {table}").fetchall()]
 

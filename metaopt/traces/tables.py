@@ -361,4 +361,5 @@ _MIGRATIONS: tuple[tuple[str, str], ...] = (
 )
 
 SCHEMA = Schema(tables=("runs", "trials", "spans", "messages"), migrations=_MIGRATIONS,
-                readers=("metaopt.traces.queries", "metaopt.traces.explorer.queries", "metaopt.traces.explorer.mechanisms"))
+                readers=("metaopt.traces.queries", "metaopt.traces.explorer.queries", "metaopt.traces.explorer.mechanisms",
+                         "metaopt.traces.explorer.paired", "metaopt.traces.diagnose"))

@@ -1,4 +1,5 @@
-"""The meta-agent's history tools, as text: `history`, `read_candidate`, `compare_train_task`.
+"""The meta-agent's history tools, as text: `history`, `read_candidate`, `compare_train_task`,
+and `failure_clusters` (traces.diagnose over the failing train trials it may read).
 
 Built on the typed records of meta_agent.proposers.history, so the same rule holds: train tasks
 task by task, validation only as the gate's aggregate numbers (outcome, delta, SE), test never.
@@ -14,6 +15,7 @@ from metaopt.core.errors import NoSuchRecord
 from metaopt.meta_agent.predictions import passes
 from metaopt.meta_agent.proposers.history import CandidateRecord, train_tasks
 from metaopt.meta_agent.records import NotebookEntry, train_trials
+from metaopt.traces import diagnose
 from metaopt.traces.queries import show_trial
 from metaopt.traces.store import Store
 
@@ -153,3 +155,21 @@ def notebook_text(notes: list[NotebookEntry], clip: int = 3000) -> str:
     if len(body) > clip:  # the newest entries matter most
         body = "[... older entries left out]\n" + body[-clip:]
     return "Your notebook (what you wrote in earlier proposals of this experiment):\n" + body
+
+
+def clusters_text(store: Store, trial_ids: list[str], clip: int = 300, brief: bool = False) -> str:
+    """The failing trials `trial_ids` in clusters by signature (traces.diagnose), largest first: each
+    with its size, tasks and example trials / spans; `brief`: one line for the first message."""
+    found = diagnose.clusters(store, trial_ids=trial_ids) if trial_ids else []
+    if not found:
+        return "Failure clusters: none (no failing trial to group)."
+    if brief:
+        return "Failure clusters (failure_clusters shows them): " + "; ".join(
+            f"{c['size']} x {_clip(c['label'], 120)}" for c in found[:5]) + (" ..." if len(found) > 5 else "") + "."
+    lines = [f"{len(found)} failure cluster(s) over {len(trial_ids)} failing train trial(s), largest first:"]
+    for c in found:
+        lines.append(f"- {c['size']} x {_clip(c['label'], clip)} [cluster {c['cluster_id']}]; tasks: "
+                     + ", ".join(f"{t} x{n}" for t, n in c["tasks"].items()))
+        lines += [f"    e.g. trial {e['trial_id']}" + (f" span {e['span_id']}" if e["span_id"] else "")
+                  for e in c["examples"][:3]]
+    return "\n".join(lines)

@@ -35,7 +35,7 @@ class Profile:
     tools: tuple[str, ...]
 
 
-ALL = ("list_failures", "read_trial", "search_traces", "read_harness", "history", "read_candidate",
+ALL = ("list_failures", "failure_clusters", "read_trial", "search_traces", "read_harness", "history", "read_candidate",
        "compare_train_task", "add_note", "set_field", "edit_prompt", "set_tool", "remove_tool", "write_revision")
 FULL = Profile("full", max_turns=30, max_context_chars=400_000, page=20_000, clip=4000, max_tokens=16_000, tools=ALL)
 COMPACT = Profile("compact", max_turns=10, max_context_chars=24_000, page=2500, clip=600, max_tokens=512,
@@ -58,6 +58,9 @@ def _spec(name: str, description: str, properties: dict | None = None, required:
 SPECS = {s.name: s for s in [
     _spec("list_failures", "List the parent's failing training trials you may read: trial id, task id, status, "
           "failure mode, score, the episode's outcome and the verifier's per-test results."),
+    _spec("failure_clusters", "The failing training trials grouped by failure signature (failure mode, the last "
+          "error with numbers, paths and ids masked, the tool and its exit status, where in the episode), largest "
+          "first: size, tasks, example trial and span ids."),
     _spec("read_trial", "The raw transcript of one failing training trial (system prompt, messages with reasoning, "
           "tool calls with arguments and outputs) then the verifier output. Paginated: call again with next_offset.",
           {"trial_id": {"type": "string", "description": "A failing trial id."},

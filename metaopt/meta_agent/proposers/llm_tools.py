@@ -7,6 +7,7 @@ failing *train* trials): any other trial id is refused with an error result, so 
 split and the gate's validation trials stay out of reach.
 
   list_failures()                                  the failing train trials, one line each
+  failure_clusters()                               those trials grouped by failure signature
   read_trial(trial_id, offset=0, limit)            raw transcript + verifier output, paginated
   search_traces(pattern, limit=50)                 ILIKE over those trials' messages: span ids, snippets
   read_harness()                                   the parent harness as YAML, prompts inline
@@ -112,6 +113,7 @@ class Session:
         short = (self.parent_id or "").rsplit("/", 1)[-1] or "the parent"
         out = [f"The parent harness '{self.parent.name}' ({short}) failed {len(self.allowed)} training trial(s).",
                self.list_failures(clip=p.clip), self.signals(),
+               view.clusters_text(self.store, self.allowed, brief=True),
                "Train tasks the parent passes: " + (", ".join(self.passing_tasks) or "none known") + ".",
                view.notebook_text(hist.notes(self.store, self.experiment_id), clip=p.clip * 3)]
         earlier = [r for r in self.records if r.iteration > 0]
@@ -170,6 +172,9 @@ class Session:
                          f"score {score}, episode outcome {outcomes.get(tid, '-')}, {summary}"
                          + (f"; error: {_clip(r['error'], clip)}" if r["error"] else "") + f" (trial {tid})")
         return "\n".join(lines)
+
+    def failure_clusters(self) -> str:
+        return view.clusters_text(self.store, self.allowed, clip=self.profile.clip)
 
     def read_trial(self, trial_id: str, offset: int = 0, limit: int | None = None) -> str:
         self._check_trial(trial_id)

@@ -205,7 +205,7 @@ CAUSES = ("tampered", "verifier failure", "timeout", "turn limit", "context limi
 _SANDBOX = {"sandbox_error", "environment_error", "infra_error", "task_invalid"}
 
 
-def _cause(r: dict[str, Any]) -> tuple[str, str | None]:
+def cause_of(r: dict[str, Any]) -> tuple[str, str | None]:
     """(cause, span id to look at) of one failed trial; the first rule that matches wins."""
     mode, outcome = r["failure_mode"] or "", r["outcome"] or ""
     if r["status"] == "tampered":
@@ -261,7 +261,7 @@ def failure_causes(store: Store, experiment_id: str | None = None, run_id: str |
     rows = [r | info.get(r["trial_id"], empty) for r in rows]
     groups: dict[str, list[dict[str, Any]]] = {}
     for r in rows:
-        cause, span = _cause(r)
+        cause, span = cause_of(r)
         groups.setdefault(cause, []).append({k: r[k] for k in ("trial_id", "task_id", "candidate_id", "status",
                                                                 "failure_mode", "error")} | {"span_id": span})
     return [{"cause": c, "count": len(ts), "trials": ts[:per_group]}

@@ -4,12 +4,22 @@ Every /api/ answer is {"data": ..., "note": null | "showing a snapshot ..."} or,
 {"error": "one line"} with 400 (bad parameter), 404 (unknown id) or 503 (store unusable). No
 answer carries a stack trace. Binds 127.0.0.1 unless told otherwise: the traces hold prompts
 and outputs that should not leave the machine by accident.
+
+Two guards against other web pages in the same browser. A request whose Host header is not the
+address the server is bound to (host:port; `localhost` too on a loopback address; on 0.0.0.0 or
+:: any IP literal or this machine's name) is refused with 421, so a page that rebinds its own DNS
+name to 127.0.0.1 cannot read the traces. And every request that changes something (POST) must
+carry the X-Metaopt-Token header holding the token the server put into its own index page (a
+fresh secret per server), else 403.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import mimetypes
+import secrets
+import socket
 import sys
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -18,6 +28,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from metaopt.core.errors import BadRequest
+from metaopt.traces.explorer import paired as pv
 from metaopt.traces.explorer import queries as q
 from metaopt.traces.explorer.mechanisms import mechanisms
 from metaopt.traces.explorer.source import Source
@@ -59,19 +70,83 @@ ROUTES: dict[str, Callable[[Any, dict[str, list[str]]], Any]] = {
     "/api/search": lambda s, p: q.search(s, _arg(p, "q"), before=_int(p, "before") if p.get("before") else None),
     "/api/compare": lambda s, p: q.compare(s, _arg(p, "task"), _arg(p, "a"), _arg(p, "b")),
     "/api/mechanisms": lambda s, p: mechanisms(s, _arg(p, "experiment")),
+    "/api/clusters": lambda s, p: pv.clusters(s, _opt(p, "experiment"), _opt(p, "run")),
+    "/api/span": lambda s, p: pv.span(s, _arg(p, "id")),
+    "/api/paired": lambda s, p: pv.paired(s, _arg(p, "b"), _opt(p, "a"), _opt(p, "task")),
 }
+TOKEN_HEADER = "X-Metaopt-Token"
+# scripts and styles from this server only (trace text never becomes markup; this is the second line)
+CSP = "default-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; frame-ancestors 'none'"
+
+
+def allowed_hosts(host: str, port: int) -> set[str] | None:
+    """Host header values the server answers (None: any IP literal or this machine's name too)."""
+    names = {host}
+    try:
+        ip = ipaddress.ip_address(host)
+    except ValueError:
+        ip = None
+    if ip is not None and ip.is_loopback:
+        names |= {"localhost", "127.0.0.1", "[::1]"}
+    if ip is not None and ip.version == 6:
+        names.add(f"[{host}]")
+    if ip is not None and ip.is_unspecified:
+        return None
+    return {f"{n}:{port}" for n in names}
+
+
+def _host_ok(header: str | None, allowed: set[str] | None, port: int) -> bool:
+    if not header:
+        return False
+    if allowed is not None:
+        return header.lower() in allowed
+    name, _, p = header.rpartition(":")
+    if p != str(port):
+        return False
+    name = name.strip("[]")
+    try:
+        ipaddress.ip_address(name)
+        return True
+    except ValueError:
+        return name.lower() in {"localhost", socket.gethostname().lower(), socket.getfqdn().lower()}
 
 
 class Handler(BaseHTTPRequestHandler):
-    source: Source  # set on the subclass make_server builds
+    source: Source  # set on the subclass make_server builds, with token and hosts
+    token: str
+    hosts: set[str] | None
+    port: int
     server_version = "metaopt-ui"
 
+    def _guard(self) -> bool:
+        """False (and the refusal sent) when the Host header is not this server's address."""
+        if _host_ok(self.headers.get("Host"), self.hosts, self.port):
+            return True
+        self._json(421, {"error": "this server answers only requests addressed to the host and port it listens on"})
+        return False
+
     def do_GET(self) -> None:
+        if not self._guard():
+            return
         url = urlsplit(self.path)
         if url.path.startswith("/api/"):
             self._api(url.path, parse_qs(url.query))
         else:
             self._static(url.path)
+
+    def do_POST(self) -> None:
+        if not self._guard():
+            return
+        if not secrets.compare_digest(self.headers.get(TOKEN_HEADER, ""), self.token):
+            return self._json(403, {"error": f"a request that changes something needs the {TOKEN_HEADER} header "
+                                             "the explorer's page sends"})
+        if urlsplit(self.path).path != "/api/refresh":
+            return self._json(404, {"error": f"no endpoint {urlsplit(self.path).path}"})
+        try:
+            self.source.refresh()
+        except StoreError as e:
+            return self._json(503, {"error": str(e)})
+        self._json(200, {"data": {"refreshed": True}, "note": None})
 
     def _api(self, path: str, params: dict[str, list[str]]) -> None:
         route = ROUTES.get(path)
@@ -96,7 +171,10 @@ class Handler(BaseHTTPRequestHandler):
         f = (STATIC / name).resolve()
         if STATIC.resolve() not in f.parents or not f.is_file():
             return self._send(404, b"not found", "text/plain")
-        self._send(200, f.read_bytes(), mimetypes.guess_type(f.name)[0] or "application/octet-stream")
+        body = f.read_bytes()
+        if name == "index.html":  # the page's token for requests that change something
+            body = body.replace(b"{{token}}", self.token.encode())
+        self._send(200, body, mimetypes.guess_type(f.name)[0] or "application/octet-stream")
 
     def _json(self, code: int, obj: Any) -> None:
         self._send(code, json.dumps(obj, default=str).encode(), "application/json")
@@ -106,6 +184,8 @@ class Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Type", f"{ctype}; charset=utf-8" if ctype.startswith(("text", "application/j")) else ctype)
         self.send_header("Content-Length", str(len(body)))
         self.send_header("Cache-Control", "no-store")
+        self.send_header("X-Content-Type-Options", "nosniff")
+        self.send_header("Content-Security-Policy", CSP)
         self.end_headers()
         self.wfile.write(body)
 
@@ -115,7 +195,9 @@ class Handler(BaseHTTPRequestHandler):
 
 def make_server(source: Source, host: str = "127.0.0.1", port: int = 8765) -> ThreadingHTTPServer:
     """A server (not yet serving) over `source`; port 0 picks a free port (server.server_port)."""
-    handler = type("BoundHandler", (Handler,), {"source": source})
+    handler = type("BoundHandler", (Handler,), {"source": source, "token": secrets.token_urlsafe(24)})
     server = ThreadingHTTPServer((host, port), handler)
+    handler.port = server.server_port
+    handler.hosts = allowed_hosts(host, server.server_port)
     server.daemon_threads = True
     return server

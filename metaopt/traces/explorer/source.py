@@ -13,6 +13,7 @@ pages say which moment they show. The cost is disk: one copy of the store.
 
 from __future__ import annotations
 
+import itertools
 import os
 import shutil
 import tempfile
@@ -60,7 +61,7 @@ class Source:
         self.refresh_s = refresh_s
         self._lock = threading.Lock()
         self._dir = Path(tempfile.mkdtemp(prefix="metaopt-ui-"))
-        self._n = 0
+        self._names = itertools.count(1)  # next() is atomic: a refresh and a background copy may overlap
         self._current: _Snapshot | None = None
         self._retired: list[_Snapshot] = []
         self._copy_s = 0.0
@@ -90,6 +91,16 @@ class Source:
                 snap.users -= 1
                 self._close_retired()
 
+    def refresh(self) -> None:
+        """Take a new snapshot now, whatever its age (the page's "refresh" button). Raises
+        StoreError when the store cannot be copied or opened; the current snapshot stays then."""
+        new = self._take()
+        with self._lock:
+            if self._current is not None:
+                self._retired.append(self._current)
+            self._current = new
+            self._close_retired()
+
     def _refresh(self) -> None:
         try:
             new = self._take()
@@ -117,8 +128,7 @@ class Source:
         t0 = time.monotonic()
         for _ in range(20):  # a commit during the copy would tear it: copy again
             before = _stamp(self.path)
-            self._n += 1
-            dest = self._dir / f"snap-{self._n}.duckdb"
+            dest = self._dir / f"snap-{next(self._names)}.duckdb"
             shutil.copyfile(self.path, dest)
             if before[1] is not None:
                 try:

@@ -35,6 +35,7 @@ async function api(path, params) {
   try { body = await res.json(); } catch (e) { throw new Error(`server answered ${res.status} without JSON`); }
   if (body.error) throw new Error(body.error);
   const note = document.getElementById("note");
+  if (body.note) live = true;  // the store is being written: this page refreshes itself
   note.hidden = !body.note;
   note.textContent = body.note || "";
   return body.data;
@@ -48,12 +49,13 @@ async function overview() {
     d.experiments.length ? h("table", {}, h("tr", {}, ["experiment", "benchmark", "status", "candidates", "accepted", "started", ""].map((c) => h("th", {}, c))),
       d.experiments.map((e) => h("tr", {}, h("td", {}, link("experiment", { id: e.experiment_id }, e.experiment_id)), h("td", {}, e.benchmark),
         h("td", {}, statusEl(e.status)), h("td", {}, e.candidates), h("td", {}, e.accepted), h("td", {}, e.started_at),
-        h("td", {}, link("matrix", { experiment: e.experiment_id }, "matrix"), " ", link("failures", { experiment: e.experiment_id }, "failures")))))
+        h("td", {}, link("matrix", { experiment: e.experiment_id }, "matrix"), " ", link("failures", { experiment: e.experiment_id }, "failures"), " ",
+          link("clusters", { experiment: e.experiment_id }, "clusters")))))
       : h("p", {}, "No experiments yet (metaopt run writes them)."),
     h("h2", {}, "Evaluation runs"),
     d.runs.length ? h("table", {}, h("tr", {}, ["run", "agent", "status", "trials", "mean score", "not passed", ""].map((c) => h("th", {}, c))),
       d.runs.map((r) => h("tr", {}, h("td", {}, r.run_id), h("td", {}, r.agent), h("td", {}, statusEl(r.status)), h("td", {}, r.trials),
-        h("td", {}, fmt(r.mean_score)), h("td", {}, r.not_passed), h("td", {}, link("failures", { run: r.run_id }, "failures")))))
+        h("td", {}, fmt(r.mean_score)), h("td", {}, r.not_passed), h("td", {}, link("failures", { run: r.run_id }, "failures"), " ", link("clusters", { run: r.run_id }, "clusters")))))
       : h("p", {}, "No evaluation runs outside experiments."),
   ];
 }
@@ -116,10 +118,12 @@ function gateEl(c) {
 async function experimentView(p) {
   const d = await api("experiment", { id: p.get("id") });
   const e = d.experiment;
+  if (e.status === "running") live = true;
   return [
     h("h2", {}, e.experiment_id, " ", statusEl(e.status)),
     h("p", {}, `benchmark ${e.benchmark}; started ${e.started_at}; `, link("matrix", { experiment: e.experiment_id }, "task x candidate matrix"), " | ",
-      link("failures", { experiment: e.experiment_id }, "failures"), " | ", link("mechanisms", { experiment: e.experiment_id }, "search mechanisms")),
+      link("failures", { experiment: e.experiment_id }, "failures"), " | ", link("clusters", { experiment: e.experiment_id }, "failure clusters"), " | ",
+      link("mechanisms", { experiment: e.experiment_id }, "search mechanisms")),
     progressChart(d.progress),
     resultEl(e.result),
     d.candidates.map((c) => h("section", { class: "candidate", id: "cand-" + short(c.candidate_id) },
@@ -127,6 +131,7 @@ async function experimentView(p) {
       h("p", {}, Object.entries(c.scores).map(([k, v]) => `${k} ${fmt(v, 3)}`).join("  ·  ") || "no scored trials"),
       c.rationale ? h("p", {}, h("b", {}, "rationale: "), c.rationale) : null,
       c.proposal_trace_id ? h("p", {}, link("trace", { id: c.proposal_trace_id }, "proposal transcript (the meta-agent session)")) : null,
+      c.parent_id ? h("p", {}, link("paired", { b: c.candidate_id }, "side by side with its parent (a task's steps, the diff, paired statistics)")) : null,
       c.status_reason ? h("p", { class: "label" }, c.status_reason) : null,
       gateEl(c),
       c.decisions.length ? h("table", {}, h("tr", {}, ["gate stage", "outcome", "delta", "se", "threshold", "tasks", "coverage", "reason"].map((x) => h("th", {}, x))),
@@ -391,16 +396,25 @@ async function compareView(p) {
 
 const VIEWS = { "": overview, experiment: experimentView, matrix: matrixView, trial: trialView, trace: traceView, failures: failuresView, search: searchView, compare: compareView, mechanisms: mechanismsView };
 
-async function route() {
+const REFRESH_MS = 5000;
+let live = false, timer = null;
+
+// Render the page the hash names. A page showing something still being written (a running
+// experiment, a store that changes) sets `live` and is rendered again every REFRESH_MS, in place.
+async function route(again) {
+  clearTimeout(timer);
+  live = false;
   const [path, query] = location.hash.replace(/^#\/?/, "").split("?");
-  const view = VIEWS[path];
-  app.replaceChildren("loading...");
+  const view = VIEWS[path], hash = location.hash, y = window.scrollY;
+  if (again !== true) app.replaceChildren("loading...");
   try {
     if (!view) throw new Error(`no page '${path}'`);
     app.replaceChildren(...[await view(new URLSearchParams(query || ""))].flat(2).filter((x) => x));
   } catch (e) {
     app.replaceChildren(h("div", { class: "error" }, e.message));
   }
+  if (again === true) window.scrollTo(0, y);
+  if (live) timer = setTimeout(() => { if (location.hash === hash) route(true); }, REFRESH_MS);
 }
 window.addEventListener("hashchange", route);
-route();
+document.addEventListener("DOMContentLoaded", route);  // after diagnose.js has added its views
