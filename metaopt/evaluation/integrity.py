@@ -34,12 +34,16 @@ from metaopt.benchmarks.scoring import RECHECK, Verdict, cross_check, defined_te
 from metaopt.benchmarks.task import Task
 from metaopt.core.errors import SandboxError, SandboxUnavailable
 from metaopt.sandbox import forensics as fx
+from metaopt.sandbox.docker_fork import Fork, fork
 from metaopt.sandbox.tamper import MAX_EVIDENCE, Evidence, Scope, scan
 from metaopt.sandbox.tamper_content import RUNNER_SIGNATURES, SIGNATURES
 from metaopt.sandbox.tamper_text import find
 from metaopt.sandbox.toolchain import PROC_FACTS, Toolchain
 
 REWARD_DIR = "/logs/verifier"
+ISOLATED = {"pytest", "reward", "spreadsheet"}
+"""Scoring kinds whose verifier runs in a fresh container of the agent's files (the others, e.g.
+inspect scorers that look at the agent's live container, run in it as before)."""
 VERIFIER_PACKAGES = {"spreadsheet": ("openpyxl", "et_xmlfile")}
 """Python packages a scorer's in-sandbox verifier imports, by scoring (judged like pytest's own)."""
 
@@ -54,8 +58,11 @@ class TrialIntegrity:
         self.supported = hasattr(sb, "api") and hasattr(sb, "id")
         self.recheck = recheck and backend is not None and spec is not None
         self.evidence: list[Evidence] = []
-        self.report: dict[str, Any] = {"checks": []}
+        self.report: dict[str, Any] = {"checks": [], "isolation": "none"}
         self.tc: Toolchain | None = None
+        self.isolate = (self.supported and self.recheck and hasattr(backend, "api") and task.scoring in ISOLATED)
+        self.box: Any = sb  # where the verifier runs: the agent's container, or a fresh one (`fork`)
+        self.fork: Fork | None = None
         self._facts: list[str] | None = None
         self._scope: Scope | None = None
         self._t = 0.0
@@ -109,6 +116,7 @@ class TrialIntegrity:
             tc = self._prepare()
         except SandboxError:  # the container was still dying when revive() looked: once more
             del self.evidence[n:]
+            self.release()
             time.sleep(1)
             if not self.revive():
                 raise
@@ -129,16 +137,29 @@ class TrialIntegrity:
                                               f"a kept service {hit[0]}: {proc['cmdline'][:160]}"))
         self.report["stop"] = {"mode": "services kept" if self.task.verifier.keep_services else "all",
                                "kept": stop.kept, "killed": stop.killed, "victims": stop.victims[:20], "left": stop.left}
-        res = scan(self.sb, replace(scope, ignore=(*scope.ignore, tc.root)))
+        ignore, pristine, changes = (*scope.ignore, tc.root), None, None
+        if self.isolate:  # the verifier gets a fresh container of the agent's files (sandbox.docker_fork)
+            self.fork = fork(self.backend, self.sb, keep_running=self.task.verifier.keep_services, run_id=self.run_id)
+            self.box, pristine, changes = self.fork.sb, fx.Pristine.of(self.sb), self.fork.changes
+            self.report["isolation"] = "partial"  # a fresh container; the task's own toolchain
+            self.report["fork"] = self.fork.report
+            tc = self.tc = self.fork.tc
+        res = scan(self.box, replace(scope, ignore=(*ignore, tc.root)), pristine, changes)
         self.evidence += res.evidence
         tc.remove(res.neutralize)
         tc.fresh_dirs(([scope.test_dir] if self.task.verifier.files else []) + [REWARD_DIR])
-        if fx.read_entry(self.sb, tc.busybox, limit=0).sha256 != tc.digest:
+        if fx.read_entry(self.box, tc.busybox, limit=0).sha256 != tc.digest:
             self.evidence.append(Evidence("toolchain-replaced", tc.busybox, "runtime",
                                           "the runner's static busybox was replaced while it ran"))
         self.report["scan"] = {"changes": res.n_changes, "seconds": round(res.seconds, 3),
                                "neutralized": len(res.neutralize)}
         return tc
+
+    def release(self) -> None:
+        """Remove the verifier's fresh container and its image (after scoring); idempotent."""
+        if self.fork is not None:
+            self.fork.close()
+            self.fork, self.box = None, self.sb
 
     def scope(self) -> Scope:
         if self._scope is None:
@@ -163,7 +184,7 @@ class TrialIntegrity:
         want = _host_digests(self.task)
         tops = sorted({d.split("/")[1] for d in want})
         for top in tops:
-            tree, whole = fx.read_tree(self.sb, f"/{top}", limit=256 << 20)
+            tree, whole = fx.read_tree(self.box, f"/{top}", limit=256 << 20)
             if not whole:
                 self.report["checks"].append(f"/{top} too large to compare after the verifier")
                 continue

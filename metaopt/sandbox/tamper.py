@@ -175,12 +175,15 @@ class Ctx:
         return sha256 is not None and sha256 in _wheel_index(self.pristine).get(rel, ())
 
 
-def scan(sb: Any, scope: Scope, pristine: fx.Pristine | None = None) -> ScanResult:
-    """Judge the container's changes (see the module docstring). Raises SandboxError only when
-    the daemon cannot answer."""
+def scan(sb: Any, scope: Scope, pristine: fx.Pristine | None = None,
+         changes: list[tuple[str, str]] | None = None) -> ScanResult:
+    """Judge the container's changes (see the module docstring): `changes` (docker diff rows)
+    default to `sb`'s own; the verifier's fresh container passes those its source had at the
+    capture, and the pristine view of that source's image. Raises SandboxError only when the
+    daemon cannot answer."""
     t0 = time.monotonic()
     pristine = pristine or fx.Pristine.of(sb)
-    ctx = Ctx(sb, scope, pristine, fx.changes(sb))
+    ctx = Ctx(sb, scope, pristine, fx.changes(sb) if changes is None else changes)
     found: list[Evidence] = []
     seen: set[tuple[str, str]] = set()
     for rule in ALL:
