@@ -146,3 +146,24 @@ def test_the_verifiers_fresh_container_shares_no_process_with_the_agents(docker_
         assert killed.sb.exec("cat /app/late").stdout == "x" and killed.report["agent_container"] == "killed"
     finally:
         killed.close()
+
+
+def test_a_flood_of_files_costs_the_scan_no_per_file_reads_and_its_time_is_bounded(make_sandbox, monkeypatch):
+    """Deliver 6 of issue 24: how many files the agent changes must not set the scan's cost (a
+    pentest stretched one scan to 455 s): new names on PATH that shadow no tool and files no rule
+    names are not read one by one; past its time budget the scan stops, and the trial is tampered."""
+    from metaopt.sandbox import tamper
+
+    sb = make_sandbox(workdir="/app")
+    code = ("import os\nfor d in ('/usr/local/bin', '/app/flood', '/opt/flood'):\n"
+            "    os.makedirs(d, exist_ok=True)\n    for i in range(1500):\n        open(f'{d}/f{i}.py', 'w').write('x = 1')")
+    made = sb.exec(["python3", "-c", code])
+    assert made.ok, made.stderr
+    reads = []
+    real = fx.read_entry
+    monkeypatch.setattr(fx, "read_entry", lambda *a, **k: reads.append(a[1]) or real(*a, **k))
+    res = scan(sb, Scope(workdir="/app"))
+    assert res.n_changes > 4500 and not res.evidence and len(reads) < 500, (len(reads), res.evidence[:3])
+    monkeypatch.setattr(tamper, "SCAN_BUDGET_S", -1.0)
+    res = scan(sb, Scope(workdir="/app"))
+    assert [e.rule for e in res.evidence] == ["scan-exhausted"]
