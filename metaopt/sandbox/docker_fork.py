@@ -1,10 +1,10 @@
 """A fresh container for the verifier: the agent's container's filesystem, none of its processes.
 
-`fork(backend, sb, ...)` freezes the agent's container (`docker pause`, or it has stopped), takes
-its `docker diff` and commits it to a snapshot image in that same frozen instant, then ends the
-agent's container (`docker kill`: every process in its PID namespace dies with its init) or,
-for tasks whose tests talk to a service the agent left running, thaws it and lets the new
-container join its network namespace only: the services stay reachable over localhost, but no
+`fork(backend, sb, ...)` ends the agent's container (`docker kill`: every process in its PID
+namespace dies with its init), takes its `docker diff` and commits it to a snapshot image; for
+tasks whose tests talk to a service the agent left running, it freezes the container instead
+(`docker pause`) for the diff and the commit, then thaws it, and the new container joins its
+network namespace only: the services stay reachable over localhost, but no
 process of the agent's shares the verifier's filesystem or PID namespace, so nothing it does
 after the capture can reach the tests, their configuration or the reward.
 
@@ -68,7 +68,13 @@ def fork(backend: Any, sb: Any, *, keep_running: bool, run_id: str) -> Fork:
     repo, tag = image.rsplit(":", 1)
     try:
         running = bool(api.inspect_container(sb.id)["State"].get("Running"))
-        if running:
+        if running and not keep_running:  # nothing of the agent's runs once its init is gone
+            api.kill(sb.id)
+            try:
+                api.wait(sb.id, timeout=60)
+            except requests.exceptions.ReadTimeout:
+                raise SandboxError(f"sandbox {sb.name} did not stop within 60 s of docker kill") from None
+        elif running:
             api.pause(sb.id)
         try:
             changes = fx.changes(sb)
@@ -76,8 +82,6 @@ def fork(backend: Any, sb: Any, *, keep_running: bool, run_id: str) -> Fork:
         finally:
             if running and keep_running:
                 api.unpause(sb.id)
-            elif running:
-                api.kill(sb.id)
     except docker.errors.APIError as e:
         raise SandboxError(f"cannot capture sandbox {sb.name} for the verifier: {explain(e)}") from None
     except requests.exceptions.RequestException as e:
