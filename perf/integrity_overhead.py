@@ -59,7 +59,7 @@ def main() -> None:
     ap.add_argument("--compare", action="store_true", help="also run the verifier in place (before isolation)")
     args = ap.parse_args()
     out: dict = {"benchmark": args.benchmark, "concurrency": args.j}
-    modes = ["isolated", "in-place"] if args.compare else ["isolated"]
+    modes = ["in-place", "isolated"] if args.compare else ["isolated"]
     with tempfile.TemporaryDirectory() as tmp:
         db = Path(tmp) / "perf.duckdb"
         for agent in args.agents.split(","):

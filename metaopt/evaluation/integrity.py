@@ -5,7 +5,11 @@ Order, after the agent returns (see README "How a trial runs and is scored"):
 2. `prepare`: the static toolchain goes in at a fresh random path; PID 1 and the main process are
    compared with the facts taken before the agent ran (ptrace injection); every agent process is
    stopped (TB tasks: all but listening services and their descendants); then the tamper scan
-   from outside (sandbox.tamper: docker diff, hashes vs the pristine image); compiled bytecode
+   from outside (sandbox.tamper: docker diff, hashes vs the pristine image) - for the scoring
+   kinds in ISOLATED, of a fresh container made from the agent's (sandbox.docker_fork: the
+   agent's container killed, or kept for its services behind a shared network namespace only),
+   where the verifier then runs; when the runner's steps fail in the agent's exhausted container,
+   it is killed before the capture (its failure, not an error); compiled bytecode
    and installer caches the agent wrote are deleted; the test and reward directories are removed
    and created empty, whatever they had become.
 3. The caller copies the tests in (Docker API) and runs the verifier with `env()` (HOME pinned to
