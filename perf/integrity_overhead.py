@@ -10,7 +10,7 @@ pristine re-checks ran. `--compare` runs each agent twice, one after the other, 
 (the verifier in a fresh container, sandbox.docker_fork) and `in-place` (the verifier in the
 agent's container, as before isolation), with the per-task difference of the verifier phase.
 
-    python -m perf.integrity_overhead [--benchmark terminalbench-sample] [--agents oracle,nop] [-j 2] [--compare]
+    python -m perf.integrity_overhead [--benchmark terminalbench-sample] [--agents oracle,nop] [-j 2] [--compare [--isolated-first]]
 """
 
 from __future__ import annotations
@@ -56,10 +56,13 @@ def main() -> None:
     ap.add_argument("--benchmark", default="terminalbench-sample")
     ap.add_argument("--agents", default="oracle,nop")
     ap.add_argument("-j", type=int, default=2)
-    ap.add_argument("--compare", action="store_true", help="also run the verifier in place (before isolation)")
+    ap.add_argument("--compare", action="store_true", help="also run the verifier in place (before isolation), first")
+    ap.add_argument("--isolated-first", action="store_true", help="with --compare: the isolated run first")
     args = ap.parse_args()
     out: dict = {"benchmark": args.benchmark, "concurrency": args.j}
     modes = ["in-place", "isolated"] if args.compare else ["isolated"]
+    if args.isolated_first:
+        modes.reverse()
     with tempfile.TemporaryDirectory() as tmp:
         db = Path(tmp) / "perf.duckdb"
         for agent in args.agents.split(","):
