@@ -6,9 +6,11 @@ Runs `metaopt eval --agent oracle` (and optionally nop) on a benchmark's sample 
 real CLI and reads every trial's `integrity` record back from the store. Prints one JSON object:
 per agent, trials, median / p90 / max of the integrity seconds, of the tamper scan alone, of the
 whole verifier phase, the share of the verifier phase the integrity steps took, and how many
-pristine re-checks ran.
+pristine re-checks ran. `--compare` runs each agent twice, one after the other, in one run: as shipped
+(the verifier in a fresh container, sandbox.docker_fork) and `in-place` (the verifier in the
+agent's container, as before isolation), with the per-task difference of the verifier phase.
 
-    python -m perf.integrity_overhead [--benchmark terminalbench-sample] [--agents oracle,nop] [-j 2]
+    python -m perf.integrity_overhead [--benchmark terminalbench-sample] [--agents oracle,nop] [-j 2] [--compare [--isolated-first]]
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ def summarize(rows: list[TrialResult]) -> dict:
         "integrity_share_of_verifier_phase": round(sum(seconds) / sum(verify), 3) if verify and seconds else None,
         "changed_paths_median": _q([i["scan"]["changes"] for i in integ if i.get("scan")], 0.5),
         "pristine_rechecks": sum(1 for i in integ if i.get("pristine")),
+        "fork_s": {"median": _q([i["fork"]["capture_s"] + i["fork"]["start_s"] for i in integ if i.get("fork")], 0.5)},
         "statuses": {s: sum(r.status == s for r in rows) for s in sorted({r.status for r in rows})},
     }
 
@@ -53,20 +56,38 @@ def main() -> None:
     ap.add_argument("--benchmark", default="terminalbench-sample")
     ap.add_argument("--agents", default="oracle,nop")
     ap.add_argument("-j", type=int, default=2)
+    ap.add_argument("--compare", action="store_true", help="also run the verifier in place (before isolation), first")
+    ap.add_argument("--isolated-first", action="store_true", help="with --compare: the isolated run first")
     args = ap.parse_args()
     out: dict = {"benchmark": args.benchmark, "concurrency": args.j}
+    modes = ["in-place", "isolated"] if args.compare else ["isolated"]
+    if args.isolated_first:
+        modes.reverse()
     with tempfile.TemporaryDirectory() as tmp:
         db = Path(tmp) / "perf.duckdb"
         for agent in args.agents.split(","):
-            r = subprocess.run([sys.executable, "-m", "metaopt.cli", "eval", "--benchmark", args.benchmark,
-                                "--agent", agent, "-j", str(args.j), "--db", str(db), "--json"],
-                               capture_output=True, check=False, text=True)
-            if r.returncode != 0:
-                sys.exit(f"metaopt eval failed: {r.stderr.strip()[-500:]}")
-            run_id = json.loads(r.stdout)["run_id"]
-            with Store(db, read_only=True) as s:
-                out[agent] = summarize(s.select(TrialResult, "run_id = ?", [run_id]))
+            rows = {}
+            for mode in modes:
+                cli = [sys.executable, "-c", IN_PLACE] if mode == "in-place" else [sys.executable, "-m", "metaopt.cli"]
+                r = subprocess.run([*cli, "eval", "--benchmark", args.benchmark,
+                                    "--agent", agent, "-j", str(args.j), "--db", str(db), "--json"],
+                                   capture_output=True, check=False, text=True)
+                if r.returncode != 0:
+                    sys.exit(f"metaopt eval failed: {r.stderr.strip()[-500:]}")
+                run_id = json.loads(r.stdout)["run_id"]
+                with Store(db, read_only=True) as s:
+                    rows[mode] = s.select(TrialResult, "run_id = ?", [run_id])
+                out[agent if len(modes) == 1 else f"{agent} {mode}"] = summarize(rows[mode])
+            if len(modes) == 2:
+                before = {r.task_id: r.verifier_duration_s for r in rows["in-place"]}
+                diff = [r.verifier_duration_s - before[r.task_id] for r in rows["isolated"]
+                        if r.verifier_duration_s and before.get(r.task_id)]
+                out[f"{agent} isolated minus in-place"] = {"verifier_phase_s": {"median": _q(diff, 0.5), "p90": _q(diff, 0.9)}}
     print(json.dumps(out, indent=1))
+
+
+IN_PLACE = ("import sys; import metaopt.evaluation.integrity as i; i.ISOLATED.clear(); "
+            "from metaopt.cli import main; sys.argv = ['metaopt', *sys.argv[1:]]; main()")
 
 
 if __name__ == "__main__":

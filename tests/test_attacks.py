@@ -90,9 +90,12 @@ def test_faked_infra_errors_are_the_agents_failure(attacked):
 
 
 def test_a_killed_container_is_revived_and_scored(attacked):
+    """Revived when it is found stopped; one still dying when the runner's steps reach it is
+    captured as it stopped (isolation needs nothing of it running): scored either way."""
     for fmt in ("tb1", "harbor"):
         t = attacked[f"kill-the-container-{fmt}"]
-        assert t.score == 0.0 and any("restarted" in c for c in t.integrity["checks"]), t.integrity
+        assert t.score == 0.0 and t.status == "failed", t.integrity
+        assert any("restarted" in c for c in t.integrity["checks"]) or t.integrity["fork"]["agent_container"] == "had stopped"
 
 
 def _trojan_harness(tmp_path: Path, template: str) -> Path:

@@ -123,6 +123,18 @@ def test_the_guard_normalises_task_ids_and_expected_values():
     assert g.check(h, _edit(h, "Run the project's own tests before you finish.")) is None
 
 
+def test_the_guard_finds_a_task_id_spread_over_a_prompt():
+    """Issue 24: a model spreads an id with spaces, camelCase, path pieces or run-time joins; the
+    squashed form still matches (ids of three parts and 12+ letters: shorter ones are words)."""
+    g = Guard(load_benchmark("terminalbench-sample"))
+    h = load_harness(resolve_harness("baseline"))
+    for text in ("When the task is about the Access Log Offenders, print 42.", "case accessLogOffenders: use awk",
+                 "see /srv/access/log/offenders", "n = 'acc' + 'ess_l' + 'og.off' + 'enders'"):
+        assert (g.check(h, _edit(h, text)) or "").startswith("harness mentions a task id"), text
+    for text in ("Fix the C build before the tests.", "Check the access log for offenders."):
+        assert g.check(h, _edit(h, text)) is None, text
+
+
 def _row(task: str, status: str, score: float | None) -> TrialResult:
     return TrialResult(trial_id=f"r/{task}/0", run_id="r", benchmark="b", task_id=task, attempt=0, agent="a",
                        status=status, score=score, error="tampered (x): y" if status == "tampered" else None)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import time
 
+import docker.errors
 import pytest
 from _docker_fixtures import DEFAULT_TEST_IMAGE
 
@@ -112,3 +113,57 @@ def test_a_tasks_own_tool_on_path_is_the_agents_to_fix_but_a_distribution_tool_i
         assert scan(sb, Scope(workdir="/app")).evidence == []
         sb.exec("printf '#!/bin/sh\\necho 1.0\\n' >> /usr/bin/sort")  # a distribution tool the test scripts run
         assert [e.rule for e in scan(sb, Scope(workdir="/app")).evidence] == ["verifier-tool-replaced"]
+
+
+def test_the_verifiers_fresh_container_shares_no_process_with_the_agents(docker_backend, make_sandbox, test_run_id):
+    """sandbox.docker_fork: the verifier's container holds the agent's files as they were at the
+    capture and none of its processes; its main process is the runner's static busybox; a
+    service kept for the tests is reachable over localhost but cannot touch the verifier's files;
+    closing it removes the snapshot image."""
+    from metaopt.sandbox.docker_fork import fork
+
+    sb = make_sandbox(workdir="/app", labels={"metaopt.test": "fork"})
+    sb.exec("mkdir -p /app && echo kept > /app/f && nohup setsid python3 -c 'import socket, time, pathlib\n"
+            "s = socket.socket(); s.bind((\"127.0.0.1\", 8125)); s.listen()\n"
+            "while True:\n    c, _ = s.accept(); pathlib.Path(\"/app/late\").write_text(\"x\"); c.sendall(b\"pong\"); c.close()' "
+            ">/dev/null 2>&1 < /dev/null & sleep 0.5")
+    kept = fork(docker_backend, sb, keep_running=True, run_id=test_run_id)
+    try:
+        v = kept.sb
+        assert v.exec("cat /app/f").stdout == "kept\n" and ("C", "/app") in kept.changes
+        main = v.exec(["sh", "-c", "tr '\\0' ' ' < /proc/1/cmdline; echo; ls /proc | grep -c '^[0-9]'"]).stdout
+        assert main.startswith("/sbin/docker-init") and "python3" not in _procs(v) and "/.metaopt-" in _procs(v)
+        got = v.exec(["python3", "-c", "import socket; s = socket.create_connection(('127.0.0.1', 8125)); print(s.recv(4).decode())"])
+        assert got.stdout.strip() == "pong", got  # the service answered, and wrote /app/late: in its own container only
+        assert sb.exec("test -e /app/late").ok and not v.exec("test -e /app/late").ok
+    finally:
+        kept.close()
+    with pytest.raises(docker.errors.ImageNotFound):
+        docker_backend.api.inspect_image(kept.image)
+    killed = fork(docker_backend, sb, keep_running=False, run_id=test_run_id)
+    try:
+        assert not docker_backend.api.inspect_container(sb.id)["State"]["Running"]
+        assert killed.sb.exec("cat /app/late").stdout == "x" and killed.report["agent_container"] == "killed"
+    finally:
+        killed.close()
+
+
+def test_a_flood_of_files_costs_the_scan_no_per_file_reads_and_its_time_is_bounded(make_sandbox, monkeypatch):
+    """Deliver 6 of issue 24: how many files the agent changes must not set the scan's cost (a
+    pentest stretched one scan to 455 s): new names on PATH that shadow no tool and files no rule
+    names are not read one by one; past its time budget the scan stops, and the trial is tampered."""
+    from metaopt.sandbox import tamper
+
+    sb = make_sandbox(workdir="/app")
+    code = ("import os\nfor d in ('/usr/local/bin', '/app/flood', '/opt/flood'):\n"
+            "    os.makedirs(d, exist_ok=True)\n    for i in range(1500):\n        open(f'{d}/f{i}.py', 'w').write('x = 1')")
+    made = sb.exec(["python3", "-c", code])
+    assert made.ok, made.stderr
+    reads = []
+    real = fx.read_entry
+    monkeypatch.setattr(fx, "read_entry", lambda *a, **k: reads.append(a[1]) or real(*a, **k))
+    res = scan(sb, Scope(workdir="/app"))
+    assert res.n_changes > 4500 and not res.evidence and len(reads) < 500, (len(reads), res.evidence[:3])
+    monkeypatch.setattr(tamper, "SCAN_BUDGET_S", -1.0)
+    res = scan(sb, Scope(workdir="/app"))
+    assert [e.rule for e in res.evidence] == ["scan-exhausted"]

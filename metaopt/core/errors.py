@@ -198,6 +198,11 @@ class CandidateRefused(TaskFailure):
     as invalid with this message; never raised out of its iteration."""
 
 
+class ScanExhausted(TaskFailure):
+    """For the task: the tamper scan spent its wall-time budget on files the agent chose to change.
+    Recorded as `tampered` (`scan-exhausted`); never raised out of the scan."""
+
+
 class CheckFailed(TaskFailure):
     """For the task: a validation step of a generated mechanism failed (the message says which and
     why). Recorded as that step's failure, so the mechanism is refused; never raised out of the ladder."""

@@ -5,7 +5,11 @@ Order, after the agent returns (see README "How a trial runs and is scored"):
 2. `prepare`: the static toolchain goes in at a fresh random path; PID 1 and the main process are
    compared with the facts taken before the agent ran (ptrace injection); every agent process is
    stopped (TB tasks: all but listening services and their descendants); then the tamper scan
-   from outside (sandbox.tamper: docker diff, hashes vs the pristine image); compiled bytecode
+   from outside (sandbox.tamper: docker diff, hashes vs the pristine image) - for the scoring
+   kinds in ISOLATED, of a fresh container made from the agent's (sandbox.docker_fork: the
+   agent's container killed, or kept for its services behind a shared network namespace only),
+   where the verifier then runs; when the runner's steps fail in the agent's exhausted container,
+   it is killed before the capture (its failure, not an error); compiled bytecode
    and installer caches the agent wrote are deleted; the test and reward directories are removed
    and created empty, whatever they had become.
 3. The caller copies the tests in (Docker API) and runs the verifier with `env()` (HOME pinned to
@@ -34,12 +38,16 @@ from metaopt.benchmarks.scoring import RECHECK, Verdict, cross_check, defined_te
 from metaopt.benchmarks.task import Task
 from metaopt.core.errors import SandboxError, SandboxUnavailable
 from metaopt.sandbox import forensics as fx
+from metaopt.sandbox.docker_fork import Fork, fork
 from metaopt.sandbox.tamper import MAX_EVIDENCE, Evidence, Scope, scan
 from metaopt.sandbox.tamper_content import RUNNER_SIGNATURES, SIGNATURES
 from metaopt.sandbox.tamper_text import find
-from metaopt.sandbox.toolchain import PROC_FACTS, Toolchain
+from metaopt.sandbox.toolchain import PROC_FACTS, StopReport, Toolchain
 
 REWARD_DIR = "/logs/verifier"
+ISOLATED = {"pytest", "reward", "spreadsheet"}
+"""Scoring kinds whose verifier runs in a fresh container of the agent's files (the others, e.g.
+inspect scorers that look at the agent's live container, run in it as before)."""
 VERIFIER_PACKAGES = {"spreadsheet": ("openpyxl", "et_xmlfile")}
 """Python packages a scorer's in-sandbox verifier imports, by scoring (judged like pytest's own)."""
 
@@ -54,8 +62,11 @@ class TrialIntegrity:
         self.supported = hasattr(sb, "api") and hasattr(sb, "id")
         self.recheck = recheck and backend is not None and spec is not None
         self.evidence: list[Evidence] = []
-        self.report: dict[str, Any] = {"checks": []}
+        self.report: dict[str, Any] = {"checks": [], "isolation": "none"}
         self.tc: Toolchain | None = None
+        self.isolate = (self.supported and self.recheck and hasattr(backend, "api") and task.scoring in ISOLATED)
+        self.box: Any = sb  # where the verifier runs: the agent's container, or a fresh one (`fork`)
+        self.fork: Fork | None = None
         self._facts: list[str] | None = None
         self._scope: Scope | None = None
         self._t = 0.0
@@ -109,6 +120,7 @@ class TrialIntegrity:
             tc = self._prepare()
         except SandboxError:  # the container was still dying when revive() looked: once more
             del self.evidence[n:]
+            self.release()
             time.sleep(1)
             if not self.revive():
                 raise
@@ -117,28 +129,53 @@ class TrialIntegrity:
         return tc
 
     def _prepare(self) -> Toolchain:
-        scope = self.scope()
-        tc = self.tc = Toolchain.install(self.sb)
-        self._hijack(tc)
-        # Stop first: nothing of the agent's may change a file between the scan and the verifier.
-        stop = tc.stop_agent_processes(keep_listeners=self.task.verifier.keep_services)
+        scope, keep = self.scope(), self.task.verifier.keep_services
+        tc = self.tc = Toolchain(self.sb, "/.metaopt-none", "")
+        try:
+            tc = self.tc = Toolchain.install(self.sb)
+            self._hijack(tc)
+            # Stop first: nothing of the agent's may change a file between the scan and the verifier.
+            stop = tc.stop_agent_processes(keep_listeners=keep)
+        except SandboxUnavailable:
+            raise
+        except SandboxError as e:
+            if not self.isolate:
+                raise
+            # The agent exhausted its container (processes, memory): the runner's steps there are
+            # its failure, not an error; its processes die with the container before the capture.
+            self.report["checks"].append(f"the runner's steps in the agent's container failed ({str(e)[-200:]}): "
+                                         "the container is killed before the capture, services included")
+            keep, stop = False, StopReport()
         for proc in stop.kept:  # a service kept alive must not be a verifier watcher
             hit = find(SIGNATURES + RUNNER_SIGNATURES, proc["cmdline"])
             if hit:
                 self.evidence.append(Evidence("suspicious-service", f"/proc/{proc['pid']}", "runtime",
                                               f"a kept service {hit[0]}: {proc['cmdline'][:160]}"))
-        self.report["stop"] = {"mode": "services kept" if self.task.verifier.keep_services else "all",
+        self.report["stop"] = {"mode": "services kept" if keep else "all",
                                "kept": stop.kept, "killed": stop.killed, "victims": stop.victims[:20], "left": stop.left}
-        res = scan(self.sb, replace(scope, ignore=(*scope.ignore, tc.root)))
+        ignore, pristine, changes = (*scope.ignore, tc.root), None, None
+        if self.isolate:  # the verifier gets a fresh container of the agent's files (sandbox.docker_fork)
+            self.fork = fork(self.backend, self.sb, keep_running=keep, run_id=self.run_id)
+            self.box, pristine, changes = self.fork.sb, fx.Pristine.of(self.sb), self.fork.changes
+            self.report["isolation"] = "partial"  # a fresh container; the task's own toolchain
+            self.report["fork"] = self.fork.report
+            tc = self.tc = self.fork.tc
+        res = scan(self.box, replace(scope, ignore=(*ignore, tc.root)), pristine, changes)
         self.evidence += res.evidence
         tc.remove(res.neutralize)
         tc.fresh_dirs(([scope.test_dir] if self.task.verifier.files else []) + [REWARD_DIR])
-        if fx.read_entry(self.sb, tc.busybox, limit=0).sha256 != tc.digest:
+        if fx.read_entry(self.box, tc.busybox, limit=0).sha256 != tc.digest:
             self.evidence.append(Evidence("toolchain-replaced", tc.busybox, "runtime",
                                           "the runner's static busybox was replaced while it ran"))
         self.report["scan"] = {"changes": res.n_changes, "seconds": round(res.seconds, 3),
                                "neutralized": len(res.neutralize)}
         return tc
+
+    def release(self) -> None:
+        """Remove the verifier's fresh container and its image (after scoring); idempotent."""
+        if self.fork is not None:
+            self.fork.close()
+            self.fork, self.box = None, self.sb
 
     def scope(self) -> Scope:
         if self._scope is None:
@@ -163,7 +200,7 @@ class TrialIntegrity:
         want = _host_digests(self.task)
         tops = sorted({d.split("/")[1] for d in want})
         for top in tops:
-            tree, whole = fx.read_tree(self.sb, f"/{top}", limit=256 << 20)
+            tree, whole = fx.read_tree(self.box, f"/{top}", limit=256 << 20)
             if not whole:
                 self.report["checks"].append(f"/{top} too large to compare after the verifier")
                 continue
@@ -214,6 +251,8 @@ class TrialIntegrity:
         if not self._facts:
             return
         now = {ln.split("|", 1)[0]: ln for ln in tc.proc_facts()}
+        if not now and self.isolate:  # unreadable (the agent exhausted its container): moot, the verifier runs elsewhere
+            raise SandboxError("the process facts could not be read in the agent's container")
         for i, before in enumerate(self._facts):
             pid = before.split("|", 1)[0]
             fields = before.split("|")

@@ -25,14 +25,17 @@ def verify(task: Task, sb: Sandbox, ctx: VerifyContext, integrity: TrialIntegrit
     integ = integrity or TrialIntegrity(task, sb)
     scorer = SCORERS.load(task.scoring)
 
-    def scored(box: Sandbox, steps: TrialIntegrity) -> Verification:
-        tc = steps.prepare()
-        return scorer(task, box, replace(ctx, env={**ctx.env, **steps.env()}, toolchain=tc, check=steps.check_tests))
+    def scored(steps: TrialIntegrity) -> Verification:
+        try:
+            tc = steps.prepare()
+            return scorer(task, steps.box, replace(ctx, env={**ctx.env, **steps.env()}, toolchain=tc, check=steps.check_tests))
+        finally:
+            steps.release()
 
-    checked = scored(sb, integ)
+    checked = scored(integ)
 
     def rerun(psb: Sandbox, pinteg: TrialIntegrity):  # the same verifier on a container no agent touched
-        return pinteg.judge(scored(psb, pinteg).verdict, "")
+        return pinteg.judge(scored(pinteg).verdict, "")
 
     verdict = integ.judge(checked.verdict, checked.output, rerun if task.scoring in RECHECKED else None)
     return replace(checked, verdict=verdict)

@@ -62,9 +62,14 @@ class Guard:
         if hack and verifier_writes(before) != hack:
             return f"harness makes the task agent touch {hack}"
         ids_after, ids_before = id_forms(after), id_forms(before)
+        sq_after, sq_before = [_squash(v) for v in views(after)], [_squash(v) for v in views(before)]
         for norm, tid in self.ids.items():
             if _has(norm, ids_after) and not _has(norm, ids_before):
                 return f"harness mentions a task id ({_hint(tid)})"
+            sq = _squash(norm)  # spread out: spaces, camelCase, other separators, pieces joined at run time
+            if norm.count("-") >= 2 and len(sq) >= SPREAD_MIN and any(sq in v for v in sq_after) \
+                    and not any(sq in v for v in sq_before):
+                return f"harness mentions a task id, spread out ({_hint(tid)})"
         words_after = " ".join(re.findall(r"\w+", after.lower()))
         words_before = " ".join(re.findall(r"\w+", before.lower()))
         for sh, tid in self.shingles.items():
@@ -87,6 +92,15 @@ class Guard:
 _BORING = {"true", "false", "none", "null", "utf-8", "utf8", "0.0", "1.0", "100", "200", "404", "500", "ok",
            "yes", "passed", "failed", "error", "main", "root", "test", "tests", "__main__", "name", "value",
            "status", "version", "type", "data", "result", "results", "message", "count", "total", "items", "id"}
+
+
+SPREAD_MIN = 12
+"""Letters and digits a task id (of three parts or more) must have to be matched with every
+separator removed, on both sides: shorter ones ("fix-c-build") read as ordinary words."""
+
+
+def _squash(text: str) -> str:
+    return re.sub(r"[^a-z0-9]", "", text.lower())
 
 
 def _has(needle: str, forms: list[str]) -> bool:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import re
 import secrets
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,7 @@ import requests
 from metaopt.core.errors import ImageBuildError, SandboxError, SandboxUnavailable
 from metaopt.sandbox.base import SandboxSpec
 from metaopt.sandbox.docker_errors import UNREACHABLE, daemon_url, explain, root_cause
+from metaopt.sandbox.docker_fork import SNAPSHOT
 from metaopt.sandbox.docker_sandbox import DockerSandbox
 from metaopt.sandbox.images import (
     ImageMap,
@@ -83,14 +85,19 @@ class DockerBackend:
         """`ref` if present locally, else its mapped image if present; else ImageNotFound."""
         return resolve(ref, self.image_map, self._image_id)
 
-    def start(self, spec: SandboxSpec, *, run_id: str) -> DockerSandbox:
+    def start(self, spec: SandboxSpec, *, run_id: str, network_from: str | None = None, main: list[str] | None = None,
+              before_start: Callable[[DockerSandbox], None] | None = None) -> DockerSandbox:
         """Create and start a container for `spec`, labelled with `run_id`. An absent image is
-        looked up in the image map. Raises ImageNotFound, or SandboxError if it cannot start."""
+        looked up in the image map. For the verifier's fresh container (sandbox.docker_fork):
+        `network_from` is a container id whose network namespace the new one joins (and nothing
+        else of it), `main` the argv of its main process in place of the image's entrypoint and
+        `sleep`, and `before_start(sb)` puts files in the created container before anything in it
+        runs. Raises ImageNotFound, or SandboxError if it cannot start."""
         labels = {**spec.labels, MANAGED: "true", RUN_ID: run_id}
         gpus = [docker.types.DeviceRequest(count=spec.gpus, capabilities=[["gpu"]])]
         mem = spec.memory_mb * 2**20 if spec.memory_mb else None
         host_config = self.api.create_host_config(
-            network_mode="bridge" if spec.network else "none",
+            network_mode=f"container:{network_from}" if network_from else "bridge" if spec.network else "none",
             init=True,  # tini reaps orphans and stops `sleep` at once
             nano_cpus=int(spec.cpus * 1e9) if spec.cpus else None,
             mem_limit=mem,
@@ -99,7 +106,8 @@ class DockerBackend:
             device_requests=gpus if spec.gpus else None,
         )
         name = f"metaopt-{_repo_name(run_id)[:40]}-{secrets.token_hex(4)}"
-        create = {"command": ["sleep", "infinity"], "labels": labels, "name": name,
+        create = {"command": main or ["sleep", "infinity"], "labels": labels, "name": name,
+                  **({"entrypoint": []} if main else {}),
                   "working_dir": spec.workdir, "environment": spec.env, "user": spec.user or "",
                   "host_config": host_config, "detach": True}
         try:
@@ -107,14 +115,17 @@ class DockerBackend:
                 cid = self.api.create_container(spec.image, **create)["Id"]
             except docker.errors.ImageNotFound:
                 cid = self.api.create_container(self.resolve_image(spec.image), **create)["Id"]
+            sb = DockerSandbox(self.api, cid, name, spec)
             try:
+                if before_start:
+                    before_start(sb)
                 self.api.start(cid)
-            except docker.errors.APIError:
+            except BaseException:
                 self.api.remove_container(cid, force=True, v=True)
                 raise
         except docker.errors.APIError as e:
             raise SandboxError(f"cannot start a sandbox from {spec.image}: {explain(e)}") from None
-        return DockerSandbox(self.api, cid, name, spec)
+        return sb
 
     def prune(self, run_id: str | None = None, *, images: bool = False,
               labels: dict[str, str] | None = None) -> dict[str, int]:
@@ -144,6 +155,8 @@ class DockerBackend:
             counts["networks"] += gone(api.remove_network, net["Id"])
         for vol in api.volumes(filters={"label": selector}).get("Volumes") or []:
             counts["volumes"] += gone(api.remove_volume, vol["Name"], force=True)
+        for img in api.images(filters={"label": [*selector, f"{SNAPSHOT}=1"]}):  # verifier snapshots (sandbox.docker_fork)
+            counts["images"] += gone(api.remove_image, img["Id"], force=True)
         if images:
             for img in api.images(filters={"label": f"{MANAGED}=true"}):
                 for tag in img.get("RepoTags") or []:

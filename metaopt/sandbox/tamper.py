@@ -26,11 +26,17 @@ import zipfile
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from metaopt.core.errors import ScanExhausted
 from metaopt.sandbox import forensics as fx
 from metaopt.sandbox.tamper_content import ALL
 from metaopt.sandbox.tamper_rules import CACHES, neutralize_paths
 
 MAX_EVIDENCE = 50  # rows kept in a trial's evidence (the count is kept too)
+EVIDENCE_CAP = 500  # findings after which the scan stops looking (the trial is tampered already)
+SCAN_BUDGET_S = 180.0
+"""Wall time the scan may take. Its reads are bounded per rule, but an agent chooses how many
+files it changes: past the budget the scan stops and the trial is `tampered` (`scan-exhausted`);
+no honest trial comes near it (median ~1-2 s, the largest sample ~10 s)."""
 
 
 @dataclass(frozen=True)
@@ -98,16 +104,23 @@ class Ctx:
         self._dpkg: dict[str, str] | None = None
         self._record: dict[str, str] | None = None
         self._canon: dict[str, str] = {}
+        self.deadline = time.monotonic() + SCAN_BUDGET_S
 
     # -- readers ---------------------------------------------------------------------------
     def cur(self, path: str, limit: int = 1 << 20) -> fx.Entry:
         key = (path, limit)
         if key not in self._cur:
+            self._spend()
             self._cur[key] = fx.read_entry(self.sb, path, limit=limit)
         return self._cur[key]
 
     def orig(self, path: str, limit: int = 0) -> fx.Entry:
+        self._spend()
         return self.pristine.entry(path, limit=limit)
+
+    def _spend(self) -> None:
+        if time.monotonic() > self.deadline:
+            raise ScanExhausted
 
     def is_dir(self, path: str) -> bool:
         return path in self.parents or self.cur(path, 0).kind == "dir"
@@ -175,19 +188,30 @@ class Ctx:
         return sha256 is not None and sha256 in _wheel_index(self.pristine).get(rel, ())
 
 
-def scan(sb: Any, scope: Scope, pristine: fx.Pristine | None = None) -> ScanResult:
-    """Judge the container's changes (see the module docstring). Raises SandboxError only when
-    the daemon cannot answer."""
+def scan(sb: Any, scope: Scope, pristine: fx.Pristine | None = None,
+         changes: list[tuple[str, str]] | None = None) -> ScanResult:
+    """Judge the container's changes (see the module docstring): `changes` (docker diff rows)
+    default to `sb`'s own; the verifier's fresh container passes those its source had at the
+    capture, and the pristine view of that source's image. Raises SandboxError only when the
+    daemon cannot answer."""
     t0 = time.monotonic()
     pristine = pristine or fx.Pristine.of(sb)
-    ctx = Ctx(sb, scope, pristine, fx.changes(sb))
+    ctx = Ctx(sb, scope, pristine, fx.changes(sb) if changes is None else changes)
     found: list[Evidence] = []
     seen: set[tuple[str, str]] = set()
-    for rule in ALL:
-        for ev in rule(ctx):
-            if (ev.rule, ev.path) not in seen:
-                seen.add((ev.rule, ev.path))
-                found.append(ev)
+    try:
+        for rule in ALL:
+            for ev in rule(ctx):
+                if (ev.rule, ev.path) not in seen:
+                    seen.add((ev.rule, ev.path))
+                    found.append(ev)
+                if len(found) >= EVIDENCE_CAP:
+                    break
+            if len(found) >= EVIDENCE_CAP:
+                break
+    except ScanExhausted:
+        found.append(Evidence("scan-exhausted", "(the scan)", "runtime", f"the agent's {len(ctx.changes)} changed paths "
+                              f"took the tamper scan past its {SCAN_BUDGET_S:.0f} s budget (at rule {rule.__name__})"))
     return ScanResult(evidence=found, neutralize=neutralize_paths(ctx), n_changes=len(ctx.changes),
                       seconds=time.monotonic() - t0)
 

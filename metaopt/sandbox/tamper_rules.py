@@ -106,6 +106,8 @@ def path_tools(ctx: Ctx) -> Iterator[Evidence]:
             continue
         core = name in CORE or bool(_PY.match(name))
         tool = core or name in VERIFIER_TOOLS
+        if k == "A" and not tool:  # a new name shadows nothing the verifier runs: no read (a flood costs nothing)
+            continue
         if k == "D":
             if core and ctx.orig(p).kind != "missing":
                 yield _ev(ctx, "verifier-tool-deleted", p, f"{name} is deleted: the verifier needs it")

@@ -161,11 +161,12 @@ class Toolchain:
         self.bin = f"{root}/bin"
 
     @classmethod
-    def install(cls, sb: Any) -> Toolchain:
-        """Copy the host's busybox into `sb` (DockerSandbox) at /.metaopt-<random>/ and route the
-        sandbox's own exec wrappers (timeout pid file, kill tree) through it."""
+    def install(cls, sb: Any, root: str | None = None) -> Toolchain:
+        """Copy the host's busybox into `sb` (DockerSandbox; created or running) at `root`
+        (default /.metaopt-<random>/) and route the sandbox's own exec wrappers (timeout pid
+        file, kill tree) through it."""
         data = _read(str(host_busybox()))
-        root = f"/.metaopt-{secrets.token_hex(8)}"
+        root = root or new_root()
         buf = io.BytesIO()
         with tarfile.open(fileobj=buf, mode="w") as tar:
             _add(tar, root, tarfile.DIRTYPE, 0o755)
@@ -232,6 +233,11 @@ class Toolchain:
         r = self.sh(script, mode, *paths, timeout=60)
         if r.exit_code != 0:
             raise SandboxError(f"recreating {', '.join(paths)} failed: {(r.stderr or '').strip()[-300:]}")
+
+
+def new_root() -> str:
+    """A fresh random toolchain path: nothing in the container can have known it."""
+    return f"/.metaopt-{secrets.token_hex(8)}"
 
 
 def _add(tar: tarfile.TarFile, name: str, kind: bytes, mode: int, data: bytes = b"", link: str = "") -> None:
