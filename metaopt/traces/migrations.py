@@ -298,4 +298,28 @@ MIGRATIONS: list[tuple[str, str]] = [
         ALTER TABLE candidates ADD COLUMN mechanisms JSON;  -- hashes of the active mechanism set
         """,
     ),
+    (
+        "0009_meta_bench_results",  # owner: metaopt/meta_bench/results.py
+        """
+        CREATE TABLE meta_bench_results (
+            bench_id VARCHAR NOT NULL,        -- one `metaopt bench meta` invocation
+            case_name VARCHAR NOT NULL,
+            meta_model VARCHAR NOT NULL,
+            category VARCHAR NOT NULL,
+            proposed BOOLEAN NOT NULL,        -- the meta-agent wrote a revision
+            fixed BOOLEAN NOT NULL,           -- every affected task passes on replay
+            cause_named BOOLEAN NOT NULL,
+            broken JSON,                      -- keep tasks the proposal broke (collateral damage)
+            turns INTEGER,
+            input_tokens BIGINT,
+            output_tokens BIGINT,
+            cost_usd DOUBLE,
+            wall_s DOUBLE,
+            cause VARCHAR,                    -- what the proposal said the cause was
+            error VARCHAR,
+            finished_at TIMESTAMP NOT NULL,
+            PRIMARY KEY (bench_id, case_name)
+        );
+        """,
+    ),
 ]

@@ -1,0 +1,42 @@
+"""A case's recorded traces: rows of the store's runs, trials, spans and messages tables for one
+run, as JSON lines (`{"table": ..., "row": {...}}`), written by the recorder and loaded into a
+scratch store for the meta-agent to read, exactly as `metaopt run` gives it a parent's trials.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from metaopt.core.errors import CaseError
+from metaopt.traces.store import Store
+
+TABLES = ("runs", "trials", "spans", "messages")
+
+
+def export_run(store: Store, run_id: str, path: Path) -> None:
+    lines = []
+    for table in TABLES:
+        where = ("trial_id IN (SELECT trial_id FROM trials WHERE run_id = ?)" if table == "messages"
+                 else "run_id = ?")
+        for row in store.rows(f"SELECT * FROM {table} WHERE {where} ORDER BY ALL", [run_id]):
+            lines.append(json.dumps({"table": table, "row": row}, default=str, ensure_ascii=False, sort_keys=True))
+    path.write_text("\n".join(lines) + "\n")
+
+
+def import_traces(store: Store, path: Path) -> list[str]:
+    """Insert a case's rows into `store`; the ids of its failing trials (the evidence)."""
+    try:
+        lines = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    except (OSError, ValueError) as e:
+        raise CaseError(f"{path}: cannot read the recorded traces ({e})") from None
+    failing = []
+    for item in lines:
+        table, row = item["table"], item["row"]
+        if table not in TABLES:
+            raise CaseError(f"{path}: unknown table {table!r}")
+        cols = ", ".join(f'"{c}"' for c in row)
+        store.con.execute(f"INSERT INTO {table} ({cols}) VALUES ({', '.join('?' * len(row))})", list(row.values()))
+        if table == "trials" and row.get("status") != "passed":
+            failing.append(row["trial_id"])
+    return failing
