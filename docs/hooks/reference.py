@@ -216,7 +216,8 @@ def config_page() -> str:
 
 
 # -- store ---------------------------------------------------------------------------------------------
-RECORD_MODULES = ["metaopt.evaluation.result", "metaopt.meta_agent.records", "metaopt.meta_agent.search.bilevel.records"]
+RECORD_MODULES = ["metaopt.evaluation.result", "metaopt.meta_agent.records", "metaopt.meta_agent.search.bilevel.records",
+                  "metaopt.meta_bench.results"]
 
 
 def _records() -> dict[str, Any]:

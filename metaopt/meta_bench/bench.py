@@ -81,7 +81,7 @@ def run_case(case: Case, meta_model: str, bench_id: str, *, base_url: str | None
     m = case.manifest
     parent = case.harness()
     proposer = make_proposer(meta_model, case, base_url)
-    base = dict(bench_id=bench_id, case_name=case.name, meta_model=meta_model, category=m.category)
+    base = {"bench_id": bench_id, "case_name": case.name, "meta_model": meta_model, "category": m.category}
     with tempfile.TemporaryDirectory() as tmp:
         scratch = Store(Path(tmp) / "case.duckdb")
         try:
@@ -98,9 +98,9 @@ def run_case(case: Case, meta_model: str, bench_id: str, *, base_url: str | None
             scratch.close()
     run = getattr(proposer, "last_run", {}) or {}
     usage = run.get("usage")
-    spend = dict(turns=int(run.get("turns") or 0), input_tokens=getattr(usage, "input_tokens", 0) or 0,
-                 output_tokens=getattr(usage, "output_tokens", 0) or 0, cost_usd=float(run.get("usd") or 0.0),
-                 wall_s=round(wall, 2))
+    spend = {"turns": int(run.get("turns") or 0), "input_tokens": getattr(usage, "input_tokens", 0) or 0,
+                 "output_tokens": getattr(usage, "output_tokens", 0) or 0, "cost_usd": float(run.get("usd") or 0.0),
+                 "wall_s": round(wall, 2)}
     if rev is None:
         return CaseResult(**base, proposed=False, fixed=False, cause_named=False, **spend,
                           error=error or str(run.get("outcome") or "no revision"))

@@ -19,8 +19,9 @@ from typing import Any
 import yaml
 
 from metaopt.benchmarks.registry import load_benchmark
-from metaopt.evaluation.agents import HarnessAgent
+from metaopt.benchmarks.task import Task
 from metaopt.evaluation import new_run_id, run_eval
+from metaopt.evaluation.agents import HarnessAgent
 from metaopt.meta_bench.case import CASES_DIR, Case, apply_edits
 from metaopt.meta_bench.casebook import CASES, POLICIES
 from metaopt.meta_bench.check import replay
@@ -38,7 +39,8 @@ def write_case(name: str, spec: dict[str, Any]) -> Case:
     base = load_harness(HARNESSES / spec.get("base", "baseline"))
     dataset = (folder / spec.get("dataset", "../../tasks/terminal")).resolve()
     ids = [*spec["affected"], *spec["keeps"]]
-    tasks = {t.id: t for t in load_benchmark(spec.get("benchmark", "terminalbench"), dataset, ids)}
+    tasks = {t.id: t for t in load_benchmark(spec.get("benchmark", "terminalbench"), dataset, ids)
+             if isinstance(t, Task)}
     fix = [{"set_field": {"path": p, "value": _get(base.model_dump(mode="json", exclude_defaults=True), p)}}
            for p in spec.get("fix_from_base", [])] + spec["fix"]
     manifest = {

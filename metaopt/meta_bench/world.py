@@ -18,7 +18,7 @@ import re
 import threading
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 from metaopt.sandbox.base import ExecResult
 
@@ -131,7 +131,7 @@ class SimSandbox:
     def close(self) -> None:
         pass
 
-    def __enter__(self) -> SimSandbox:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -174,7 +174,7 @@ class RecordingSandbox:
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
 
-    def __enter__(self) -> RecordingSandbox:
+    def __enter__(self) -> Self:
         self.inner.__enter__()
         return self
 

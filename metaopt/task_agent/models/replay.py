@@ -15,8 +15,8 @@ command to run (`run`) or a tool to call (`tool` + `args`), optionally guarded b
            else: {run: "bad", sets: {date: us}}}
         pass_if: {answer: good}
 
-`when` keys, all of which must hold: `prompt` (regex over the system prompt and every user
-message: the task template, a verification challenge), `output` / `no_output` (regex over the tool
+`when` keys, all of which must hold: `prompt` (regex over the system prompt, every user
+message and what answered a finish call: the task template, a verification challenge), `output` / `no_output` (regex over the tool
 results still in the conversation: a truncated or dropped output hides its lines), `tool` (a tool
 of that name is offered). `sets` and `pass_if` are for the judge (meta_bench.check), not this model.
 
@@ -116,8 +116,10 @@ class ReplayModel(FakeModel):
         results = [p for m in messages if m.role == "tool" for p in m.parts if isinstance(p, ToolResultPart)]
         asked_again = {r.id for r in results if r.is_error and r.response.startswith(UNKNOWN)}
         done = {(step_of(cid) or "").removesuffix("_else") for cid in calls if cid not in asked_again}
-        prompt = "\n".join(m.text for m in messages if m.role in ("system", "user"))
-        output = "\n".join(r.response for r in results)
+        # what the harness tells it: prompts, the task, and what answered its finish (a verification challenge)
+        prompt = "\n".join([m.text for m in messages if m.role in ("system", "user")]
+                           + [r.response for r in results if r.id.startswith("mb-finish-")])
+        output = "\n".join(r.response for r in results if not r.id.startswith("mb-finish-"))
         shell = _shell_tool(tools)
         if shell is None and any(c.startswith("mb-delegate-") for c in calls):
             return self._finish(offered)

@@ -1,0 +1,43 @@
+"""Failure summaries for the meta-agent's briefing beyond the knob-shaped causes (heuristic.causes):
+tool calls that failed, grouped by tool and by what they said, and what the verifier said when it
+reports no per-test results. Read from the failing trials' spans, messages and trial rows only."""
+
+from __future__ import annotations
+
+import re
+
+from metaopt.meta_agent.proposers.base import Evidence
+
+FAIL_LINE = re.compile(r"(?im)^.*\b(FAIL(ED)?|ERROR|AssertionError|assert|expected|missing)\b.*$")
+
+
+def tool_errors(ev: Evidence, offered: set[str], limit: int = 4) -> list[str]:
+    """One line per failing tool (most failed calls first): how many calls failed, in which tasks,
+    and the first result it gave; a tool the harness does not offer is called out as such."""
+    if not ev.trial_ids:
+        return []
+    marks = ", ".join("?" * len(ev.trial_ids))
+    rows = ev.store.rows(
+        "SELECT s.tool_name AS tool, count(*) AS n, list(DISTINCT s.task_id) AS tasks,"
+        " first(m.text ORDER BY s.start_ns) AS said FROM spans s"
+        " LEFT JOIN messages m ON m.span_id = s.span_id AND m.part_type = 'tool_call_response'"
+        f" WHERE s.operation_name = 'execute_tool' AND s.trial_id IN ({marks})"
+        "   AND (s.error_type IS NOT NULL OR s.status_code = 'ERROR')"
+        "   AND coalesce(s.attributes->>'$.\"metaopt.tool.timed_out\"', 'false') <> 'true'"
+        " GROUP BY 1 ORDER BY n DESC, tool LIMIT ?", [*ev.trial_ids, limit])
+    out = []
+    for r in rows:
+        said = " ".join((r["said"] or "").split())[:160]
+        where = f"in tasks {', '.join(sorted(r['tasks'])[:6])}"
+        if r["tool"] not in offered:
+            out.append(f"{r['n']} call(s) to tool '{r['tool']}', which the harness does not offer to that role "
+                       f"(the model keeps asking for it), {where}")
+        else:
+            out.append(f"{r['n']} call(s) of {r['tool']} failed, {where}" + (f"; first result: {said!r}" if said else ""))
+    return out
+
+
+def verifier_says(test_output: str | None, limit: int = 2) -> str:
+    """The verifier's first failure lines, for a trial without per-test results ('' when none)."""
+    lines = [" ".join(m.group(0).split())[:200] for m in FAIL_LINE.finditer(test_output or "")]
+    return "; ".join(lines[:limit])
