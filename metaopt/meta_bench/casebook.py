@@ -88,6 +88,8 @@ ROUTED = [_set("routing.roles.worker", WORKER),  # roles before the tool that na
                         "parameters": {"type": "object", "properties": {"task": {"type": "string"}}, "required": ["task"]}}},
           _set("routing.roles.lead", {"tools": ["delegate", "finish"]}), _set("routing.start_role", "lead"),
           _set("routing.roles.main", None)]
+SHORT = _set("routing.limits.max_turns", 10)  # enough for every task here; keeps a looping episode's traces small
+LOOP_DECOY = "the episodes end at the turn limit (10, enough for the work): raising it changes nothing"
 CONVENTION_FIX = {"edit_prompt": {"prompt": "system", "section": "House conventions", "text": CONVENTIONS}}
 
 # name: (category, cause, cause_pattern, tasks (affected, keeps), defect edits, fix edits, options)
@@ -110,14 +112,14 @@ CASES: dict[str, dict[str, Any]] = {
     "missing-shell": _case(category="missing_tool", cause="there is no bash tool (only `run` with a cmdline argument); "
                           "the model keeps asking for bash", pattern=r"bash|unknown tool|missing tool|no shell",
                           affected=["slow-index", "greet"], keeps=[],
-                          defect=[RUN_TOOL, _set("routing.roles.main.tools", ["run", "read_file", "write_file", "finish"]),
+                          decoy=LOOP_DECOY, defect=[SHORT, RUN_TOOL, _set("routing.roles.main.tools", ["run", "read_file", "write_file", "finish"]),
                                   {"remove_tool": {"name": "bash"}}],
                           fix=[_set("routing.roles.main.tools", ["run", "read_file", "write_file", "finish", "bash"])],
                           fix_from_base=["tools.bash"]),
     "misleading-bash": _case(category="tool_description", cause="bash's description says it is a read-only viewer that "
                             "must never run commands", pattern=r"descri|read-only|misleading",
                             affected=["greet", "port-config"], keeps=[],
-                            defect=[{"set_tool": {"name": "bash", "description": MISLEADING}}], fix=[],
+                            decoy=LOOP_DECOY, defect=[SHORT, {"set_tool": {"name": "bash", "description": MISLEADING}}], fix=[],
                             fix_from_base=["tools.bash.description"]),
     "csv-convention": _case(category="prompt_convention",
                            cause="the system prompt omits the house CSV convention (header row) the tests check",
@@ -132,7 +134,7 @@ CASES: dict[str, dict[str, Any]] = {
                             defect=[QUOTED_TEMPLATE], fix=[RAW_TEMPLATE]),
     "worker-without-shell": _case(category="routing", cause="the lead delegates to the worker role, whose tools lack bash",
                                  pattern=r"rout|role|worker|delegat", affected=["greet", "slow-index"], keeps=[],
-                                 defect=ROUTED, fix=[_set("routing.roles.worker.tools",
+                                 decoy=LOOP_DECOY, defect=[SHORT, *ROUTED], fix=[_set("routing.roles.worker.tools",
                                                           ["bash", "read_file", "write_file", "finish"])]),
     "no-verification": _case(category="verification", cause="no verification step: the agent never runs the check that "
                             "shows its edit clobbered admin_port", pattern=r"verif|check",
@@ -169,7 +171,7 @@ CASES: dict[str, dict[str, Any]] = {
     "sheet-missing-write-file": _case(category="missing_tool", base="spreadsheet", benchmark="spreadsheetbench",
                                      dataset=SHEETS, cause="write_file is not offered; the model keeps asking for it",
                                      pattern=r"write_file|missing|unknown tool", affected=["sum-by-region"], keeps=[],
-                                     defect=[_set("routing.roles.main.tools",
+                                     decoy=LOOP_DECOY, defect=[SHORT, _set("routing.roles.main.tools",
                                                   ["inspect_workbook", "write_cells", "bash", "finish"])],
                                      fix=[_set("routing.roles.main.tools", SHEET_TOOLS)]),
     "sheet-write-template": _case(category="template", base="spreadsheet", benchmark="spreadsheetbench", dataset=SHEETS,
@@ -186,12 +188,12 @@ CASES: dict[str, dict[str, Any]] = {
     "sheet-misleading-bash": _case(category="tool_description", base="spreadsheet", benchmark="spreadsheetbench",
                                   dataset=SHEETS, cause="bash's description says it is read-only and must never run "
                                   "commands", pattern=r"descri|read-only|misleading", affected=["sum-by-region"],
-                                  keeps=[], defect=[{"set_tool": {"name": "bash", "description": MISLEADING}}], fix=[],
+                                  keeps=[], decoy=LOOP_DECOY, defect=[SHORT, {"set_tool": {"name": "bash", "description": MISLEADING}}], fix=[],
                                   fix_from_base=["tools.bash.description"]),
     "routing-and-timeout": _case(category="routing+timeout", cause="the worker role lacks bash, and bash's timeout_s "
                                 "(5 s) kills the index build", pattern=r"rout|role|worker|time ?out",
                                 affected=["slow-index", "greet"], keeps=[],
-                                defect=[*ROUTED, _set("tools.bash.timeout_s", 5)],
+                                decoy=LOOP_DECOY, defect=[SHORT, *ROUTED, _set("tools.bash.timeout_s", 5)],
                                 fix=[_set("routing.roles.worker.tools", ["bash", "read_file", "write_file", "finish"]),
                                      _set("tools.bash.timeout_s", 120)]),
     "convention-truncation-decoy": _case(category="prompt_convention",

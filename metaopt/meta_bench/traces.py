@@ -20,6 +20,7 @@ def export_run(store: Store, run_id: str, path: Path) -> None:
         where = ("trial_id IN (SELECT trial_id FROM trials WHERE run_id = ?)" if table == "messages"
                  else "run_id = ?")
         for row in store.rows(f"SELECT * FROM {table} WHERE {where} ORDER BY ALL", [run_id]):
+            row = {k: v for k, v in row.items() if v is not None}  # NULL is what a missing column gets back
             lines.append(json.dumps({"table": table, "row": row}, default=str, ensure_ascii=False, sort_keys=True))
     path.write_text("\n".join(lines) + "\n")
 
