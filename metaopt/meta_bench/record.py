@@ -1,8 +1,11 @@
-"""Regenerate the built-in cases: `python3 -m metaopt.meta_bench.record [CASE ...]` (needs Docker).
+"""Record cases: `python3 -m metaopt.meta_bench.record [CASE | FOLDER ...]` (needs Docker).
 
-For each case of meta_bench.casebook: write manifest.yaml and harness/ (the base harness with the
-defect planted), run the real task agent with the replay model on the case's tasks in real
-containers, once with the defective harness and once with the reference fix, recording every
+CASE names a built-in case of meta_bench.casebook (default: all of them); FOLDER is a case folder of
+your own with a manifest.yaml (its harness/ is built from `base` (a shipped harness name or a
+harness folder relative to the case) and `defect`; missing task instructions are read from the dataset).
+
+For each case: write manifest.yaml and harness/ (the base harness with the defect planted), run
+the real task agent with the replay model on the case's tasks in real containers, once with the defective harness and once with the reference fix, recording every
 command into world.jsonl and the defective run's rows into traces.jsonl. It then checks that the
 case holds: under the defect the affected tasks fail and the keeps pass, under the fix all pass,
 and the Docker-free replay (meta_bench.check) agrees with the real verifier on every task.
@@ -97,13 +100,36 @@ def record(case: Case, backend: Any) -> list[str]:
     return problems
 
 
+def prepare(folder: Path) -> Case:
+    """A case folder of your own: harness/ rebuilt from the manifest's base and defect, and each
+    task's instruction filled in from its dataset where the manifest leaves it out."""
+    path = folder / "manifest.yaml"
+    data = yaml.safe_load(path.read_text())
+    tasks = data.get("tasks") or {}
+    missing = [t for t, p in tasks.items() if not (p or {}).get("instruction")]
+    if missing:
+        loaded = load_benchmark(data.get("benchmark", "terminalbench"), (folder / data.get("dataset", "")).resolve(),
+                                missing)
+        for t in loaded:
+            if isinstance(t, Task):
+                tasks[t.id] = {"instruction": t.instruction, **(tasks[t.id] or {})}
+        path.write_text(yaml.safe_dump(data, sort_keys=False, width=110, allow_unicode=True))
+    base = HARNESSES / data.get("base", "baseline")
+    base = base if base.is_dir() else (folder / data.get("base", "")).resolve()
+    shutil.rmtree(folder / "harness", ignore_errors=True)
+    apply_edits(load_harness(base), data.get("defect") or []).model_copy(update={"name": folder.name}).save(
+        folder / "harness")
+    return Case(folder)
+
+
 def main(names: list[str]) -> int:
+    """Case names of the casebook (default: all of them), or folders of your own cases."""
     from metaopt.sandbox.docker import DockerBackend
 
     backend = DockerBackend()
     bad = 0
     for name in names or sorted(CASES):
-        case = write_case(name, CASES[name])
+        case = prepare(Path(name)) if Path(name, "manifest.yaml").is_file() else write_case(name, CASES[name])
         problems = record(case, backend)
         bad += bool(problems)
         print(f"{name}: {'ok' if not problems else '; '.join(problems)}", flush=True)
