@@ -46,7 +46,7 @@ def main() -> None:
             for case in cases:
                 if time.monotonic() - t0 > args.budget_s:
                     break
-                row = run_case(case, model, res.bench_id)
+                row = run_case(case, model, res.bench_id, on_event=lambda line: print("  " + line, flush=True))
                 save(store, row)
                 res.rows.append(row)
                 print(f"{model} {case.name}: fixed={row.fixed} named={row.cause_named} broken={row.broken} "

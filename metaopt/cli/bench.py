@@ -41,7 +41,8 @@ def meta_cmd(
             err.print(f"{r.case_name}: {'fixed' if r.fixed else 'not fixed'} ({r.wall_s:.1f} s)", highlight=False)
 
     try:
-        result = run_bench(found, meta_model, store, base_url=base_url, on_case=progress)
+        result = run_bench(found, meta_model, store, base_url=base_url, on_case=progress,
+                           on_event=None if as_json else lambda line: err.print("  " + line, highlight=False))
     finally:
         store.close()
     if as_json:

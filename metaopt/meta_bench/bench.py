@@ -65,11 +65,13 @@ def make_proposer(meta_model: str, case: Case, base_url: str | None = None) -> A
 
 
 def run_bench(cases: list[Case], meta_model: str, store: Store, *, base_url: str | None = None,
-              on_case: Callable[[CaseResult], None] | None = None, bench_id: str | None = None) -> BenchResult:
-    """Every case once with `meta_model`; rows are saved in `store` as each case ends."""
+              on_case: Callable[[CaseResult], None] | None = None, bench_id: str | None = None,
+              on_event: Callable[[str], None] | None = None) -> BenchResult:
+    """Every case once with `meta_model`; rows are saved in `store` as each case ends. `on_event`
+    gets the meta-agent's progress lines (one per model turn)."""
     result = BenchResult(bench_id or f"bench-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:4]}", meta_model)
     for case in cases:
-        row = run_case(case, meta_model, result.bench_id, base_url=base_url)
+        row = run_case(case, meta_model, result.bench_id, base_url=base_url, on_event=on_event)
         results.save(store, row)
         result.rows.append(row)
         if on_case is not None:
@@ -77,7 +79,8 @@ def run_bench(cases: list[Case], meta_model: str, store: Store, *, base_url: str
     return result
 
 
-def run_case(case: Case, meta_model: str, bench_id: str, *, base_url: str | None = None) -> CaseResult:
+def run_case(case: Case, meta_model: str, bench_id: str, *, base_url: str | None = None,
+             on_event: Callable[[str], None] | None = None) -> CaseResult:
     m = case.manifest
     parent = case.harness()
     proposer = make_proposer(meta_model, case, base_url)
@@ -86,7 +89,8 @@ def run_case(case: Case, meta_model: str, bench_id: str, *, base_url: str | None
         scratch = Store(Path(tmp) / "case.duckdb")
         try:
             trials = import_traces(scratch, case.folder / "traces.jsonl")
-            evidence = Evidence(store=scratch, trial_ids=trials, experiment_id=f"meta-bench:{case.name}")
+            evidence = Evidence(store=scratch, trial_ids=trials, experiment_id=f"meta-bench:{case.name}",
+                                on_event=on_event)
             t0 = time.monotonic()
             error = None
             try:
