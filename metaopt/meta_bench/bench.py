@@ -12,12 +12,10 @@ store's meta_bench_results table (meta_bench.results).
 from __future__ import annotations
 
 import re
-import tempfile
 import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from metaopt.core.errors import ModelError, SystemicError
@@ -85,21 +83,20 @@ def run_case(case: Case, meta_model: str, bench_id: str, *, base_url: str | None
     parent = case.harness()
     proposer = make_proposer(meta_model, case, base_url)
     base = {"bench_id": bench_id, "case_name": case.name, "meta_model": meta_model, "category": m.category}
-    with tempfile.TemporaryDirectory() as tmp:
-        scratch = Store(Path(tmp) / "case.duckdb")
+    scratch = Store(":memory:")  # the case's evidence, for this proposal only
+    try:
+        trials = import_traces(scratch, case.folder / "traces.jsonl")
+        evidence = Evidence(store=scratch, trial_ids=trials, experiment_id=f"meta-bench:{case.name}",
+                            on_event=on_event)
+        t0 = time.monotonic()
+        error = None
         try:
-            trials = import_traces(scratch, case.folder / "traces.jsonl")
-            evidence = Evidence(store=scratch, trial_ids=trials, experiment_id=f"meta-bench:{case.name}",
-                                on_event=on_event)
-            t0 = time.monotonic()
-            error = None
-            try:
-                rev = proposer.propose(parent, evidence, {parent.content_hash()})
-            except (ModelError, SystemicError) as e:  # a meta-model that fails is scored as proposing nothing
-                rev, error = None, f"{type(e).__name__}: {e}"
-            wall = time.monotonic() - t0
-        finally:
-            scratch.close()
+            rev = proposer.propose(parent, evidence, {parent.content_hash()})
+        except (ModelError, SystemicError) as e:  # a meta-model that fails is scored as proposing nothing
+            rev, error = None, f"{type(e).__name__}: {e}"
+        wall = time.monotonic() - t0
+    finally:
+        scratch.close()
     run = getattr(proposer, "last_run", {}) or {}
     usage = run.get("usage")
     spend = {"turns": int(run.get("turns") or 0), "input_tokens": getattr(usage, "input_tokens", 0) or 0,

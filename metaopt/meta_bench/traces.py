@@ -31,13 +31,15 @@ def import_traces(store: Store, path: Path) -> list[str]:
         lines = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
     except (OSError, ValueError) as e:
         raise CaseError(f"{path}: cannot read the recorded traces ({e})") from None
-    failing = []
+    failing, batches = [], {}
     for item in lines:
         table, row = item["table"], item["row"]
         if table not in TABLES:
             raise CaseError(f"{path}: unknown table {table!r}")
-        cols = ", ".join(f'"{c}"' for c in row)
-        store.con.execute(f"INSERT INTO {table} ({cols}) VALUES ({', '.join('?' * len(row))})", list(row.values()))
+        batches.setdefault((table, tuple(row)), []).append(list(row.values()))
         if table == "trials" and row.get("status") != "passed":
             failing.append(row["trial_id"])
+    for (table, cols), rows in batches.items():  # one statement per table and column set
+        names = ", ".join(f'"{c}"' for c in cols)
+        store.con.executemany(f"INSERT INTO {table} ({names}) VALUES ({', '.join('?' * len(cols))})", rows)
     return failing
