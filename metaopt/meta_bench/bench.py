@@ -109,4 +109,16 @@ def run_case(case: Case, meta_model: str, bench_id: str, *, base_url: str | None
     said = " ".join([rev.manifest.cause if rev.manifest else "", rev.rationale])
     named = re.search(m.cause_pattern, said, re.IGNORECASE) is not None
     return CaseResult(**base, proposed=True, fixed=verdict.fixed, cause_named=named, broken=verdict.broken, **spend,
-                      cause=(rev.manifest.cause if rev.manifest else rev.rationale)[:500])
+                      cause=(rev.manifest.cause if rev.manifest else rev.rationale)[:500],
+                      changed=changed_fields(parent.model_dump(mode="json"), rev.harness.model_dump(mode="json")))
+
+
+def changed_fields(a: Any, b: Any, path: str = "") -> list[str]:
+    """Dotted paths where two harness dumps differ (list items of tools by name)."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        return [p for k in sorted(set(a) | set(b)) for p in changed_fields(a.get(k), b.get(k), f"{path}.{k}".lstrip("."))]
+    named = isinstance(a, list) and isinstance(b, list) and all(isinstance(x, dict) and "name" in x for x in a + b)
+    if named:
+        left, right = {x["name"]: x for x in a}, {x["name"]: x for x in b}
+        return [p for k in sorted(set(left) | set(right)) for p in changed_fields(left.get(k), right.get(k), f"{path}.{k}")]
+    return [] if a == b else [path]

@@ -31,7 +31,11 @@ class CaseResult(Record, table="meta_bench_results"):
     cost_usd: float = 0.0
     wall_s: float = 0.0
     cause: str = ""
+    """What the proposal said the cause was."""
+    changed: list[str] = Field(default_factory=list)
+    """The harness fields the proposal changed (dotted paths; tools by name)."""
     error: str | None = None
+    """Why there is no proposal (the session's outcome, or the meta-model's error)."""
     finished_at: datetime = Field(default_factory=now)
 
 

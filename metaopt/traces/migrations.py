@@ -316,6 +316,7 @@ MIGRATIONS: list[tuple[str, str]] = [
             cost_usd DOUBLE,
             wall_s DOUBLE,
             cause VARCHAR,                    -- what the proposal said the cause was
+            changed JSON,                     -- the harness fields the proposal changed (dotted paths)
             error VARCHAR,
             finished_at TIMESTAMP NOT NULL,
             PRIMARY KEY (bench_id, case_name)
