@@ -200,7 +200,7 @@ CASES: dict[str, dict[str, Any]] = {
                                         cause="the system prompt omits the house CSV convention (header row)",
                                         pattern=r"header|convention|csv", affected=["region-report"],
                                         keeps=["greet"],
-                                        decoy="bash's output_limit (60) truncates listings and the report echo, "
+                                        decoy="bash's output_limit (30) truncates listings and the report echo, "
                                               "which the task does not need",
-                                        defect=[_set("tools.bash.output_limit", 60)], fix=[CONVENTION_FIX]),
+                                        defect=[_set("tools.bash.output_limit", 30)], fix=[CONVENTION_FIX]),
 }
