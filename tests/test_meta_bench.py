@@ -118,6 +118,11 @@ def test_cli_prints_the_table_and_json(tmp_path):
     r = _cli("--meta-model", "oracle", "--cases", str(few / "timeout-build"), "--json", db=tmp_path / "s.duckdb")
     data = json.loads(r.stdout)
     assert data["totals"]["fixed"] == 1 and data["cases"][0]["case_name"] == "timeout-build"
+    r = subprocess.run([sys.executable, "-m", "metaopt", "bench", "list", "--db", str(tmp_path / "s.duckdb")],
+                       cwd=ROOT, capture_output=True, text=True, timeout=120, check=False,
+                       env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)})
+    assert [line.split()[1:4] for line in r.stdout.splitlines()] == [["oracle", "fixed", "1/1"],
+                                                                    ["heuristic", "fixed", "2/2"]]
 
 
 def test_a_bad_cases_folder_is_one_line_exit_2(tmp_path):

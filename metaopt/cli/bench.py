@@ -51,6 +51,21 @@ def meta_cmd(
         print_table(result, db)
 
 
+@app.command("list")
+def list_cmd(db: Path = DB, as_json: bool = typer.Option(False, "--json", help="Print the runs as JSON.")) -> None:
+    """The meta-bench runs in the store, newest first: meta-model, cases, fixed."""
+    from metaopt.meta_bench.results import benches
+    from metaopt.traces.store import Store
+
+    with Store(db, read_only=True) as store:
+        rows = benches(store)
+    if as_json:
+        print(json.dumps(rows, default=str))
+        return
+    for r in rows:
+        print(f"{r['bench_id']}  {r['meta_model']}  fixed {r['fixed']}/{r['cases']}  {r['finished_at']:%Y-%m-%d %H:%M}")
+
+
 def print_table(result, db: Path) -> None:
     t = Table(title=f"{result.bench_id}  (meta-model {result.meta_model})")
     for c in ("case", "category", "fixed", "cause named", "collateral", "turns", "tokens", "cost", "wall"):
