@@ -1,12 +1,13 @@
 """Failure summaries for the meta-agent's briefing beyond the knob-shaped causes (heuristic.causes):
-tool calls that failed, grouped by tool and by what they said, and what the verifier said when it
-reports no per-test results. Read from the failing trials' spans, messages and trial rows only."""
+tool calls that failed, grouped by tool and by what they said; tool outputs the loop dropped to fit
+the context budget; and what the verifier said when it reports no per-test results. Read from the failing trials' spans, messages and trial rows only."""
 
 from __future__ import annotations
 
 import re
 
 from metaopt.meta_agent.proposers.base import Evidence
+from metaopt.task_agent.loop import DROPPED
 
 FAIL_LINE = re.compile(r"(?im)^.*\b(FAIL(ED)?|ERROR|AssertionError|assert|expected|missing)\b.*$")
 
@@ -35,6 +36,22 @@ def tool_errors(ev: Evidence, offered: set[str], limit: int = 4) -> list[str]:
         else:
             out.append(f"{r['n']} call(s) of {r['tool']} failed, {where}" + (f"; first result: {said!r}" if said else ""))
     return out
+
+
+def context_drops(ev: Evidence, max_tokens: int | None) -> list[str]:
+    """A line when the loop dropped tool outputs to fit the context budget in the failing trials."""
+    if not ev.trial_ids:
+        return []
+    marks = ", ".join("?" * len(ev.trial_ids))
+    [row] = ev.store.rows("SELECT count(DISTINCT trial_id) AS n, list(DISTINCT task_id) AS tasks FROM spans"
+                          f" WHERE trial_id IN ({marks}) AND span_id IN (SELECT span_id FROM messages"
+                          f" WHERE trial_id IN ({marks}) AND text = ?)", [*ev.trial_ids, *ev.trial_ids, DROPPED])
+    if not row["n"]:
+        return []
+    where = ", ".join(sorted(row["tasks"])[:6])
+    line = (f"tool outputs were dropped to fit the context budget (routing.context.max_tokens is {max_tokens}) "
+            f"in {row['n']} trial(s), in tasks {where}")
+    return [line]
 
 
 def verifier_says(test_output: str | None, limit: int = 2) -> str:

@@ -46,7 +46,7 @@ from metaopt.meta_agent.proposers import history as hist
 from metaopt.meta_agent.proposers import history_view as view
 from metaopt.meta_agent.proposers.base import Evidence, Revision
 from metaopt.meta_agent.proposers.edits import Draft, EditError
-from metaopt.meta_agent.proposers.failures import tool_errors, verifier_says
+from metaopt.meta_agent.proposers.failures import context_drops, tool_errors, verifier_says
 from metaopt.meta_agent.proposers.heuristic import causes
 from metaopt.meta_agent.proposers.llm_specs import FULL, MAX_PAGE, Profile, tools_for
 from metaopt.meta_agent.proposers.text import harness_summary, harness_yaml, render_trial
@@ -146,6 +146,7 @@ class Session:
                          + f", in tasks {', '.join(tasks[:8])}")
         offered = {t.name for t in self.parent.tools_for(self.parent.routing.start_role)}
         lines += tool_errors(self.evidence, offered if len(self.parent.routing.roles) == 1 else set(tools))
+        lines += context_drops(self.evidence, self.parent.routing.context.max_tokens)
         return ("Signals in their spans: " + "; ".join(lines) + ".") if lines else \
             "Signals in their spans: no turn limit, tool timeout, truncated output or failed tool call."
 
