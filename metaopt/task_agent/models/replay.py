@@ -15,10 +15,11 @@ command to run (`run`) or a tool to call (`tool` + `args`), optionally guarded b
            else: {run: "bad", sets: {date: us}}}
         pass_if: {answer: good}
 
-`when` keys, all of which must hold: `prompt` (regex over the system prompt, every user
-message and what answered a finish call: the task template, a verification challenge), `output` / `no_output` (regex over the tool
-results still in the conversation: a truncated or dropped output hides its lines), `tool` (a tool
-of that name is offered). `sets` and `pass_if` are for the judge (meta_bench.check), not this model.
+`when` keys, all of which must hold: `prompt` (regex over the system prompt, every user message
+and what answered a finish call: the task template, a verification challenge), `output` /
+`no_output` (regex over the tool results still in the conversation: a truncated or dropped output
+hides its lines), `tool` (a tool of that name is offered). `sets` and `pass_if` are for the judge
+(meta_bench.check), not this model.
 
 What the harness decides, and nothing else (the model is a pure function of the conversation and
 the tools offered, so a sub-agent's fresh conversation replays the policy from its start):
@@ -35,8 +36,8 @@ the tools offered, so a sub-agent's fresh conversation replays the policy from i
 - with nothing left to do it calls `finish` (a tool named finish/submit/done), or says "Done.".
 
 Tool call ids are `mb-<step id>-<n>` (`<step id>_else` when the `else` ran; `mb-delegate-<n>`
-for delegation), so a judge wrapped around
-the tool runner knows which step each call and result belongs to.
+for delegation), so a judge wrapped around the tool runner knows which step each call and result
+belongs to.
 """
 
 from __future__ import annotations
