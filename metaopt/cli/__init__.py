@@ -15,7 +15,7 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, help="metaopt: opt
 
 
 def _register() -> None:
-    from metaopt.cli import diagnose, export, imports, models, run, sandbox, traces, ui
+    from metaopt.cli import bench, diagnose, export, imports, models, run, sandbox, traces, ui
     from metaopt.cli import eval as eval_
 
     app.command("eval")(eval_.eval_cmd)
@@ -30,6 +30,7 @@ def _register() -> None:
     app.add_typer(sandbox.sandbox_app, name="sandbox")
     app.add_typer(sandbox.benchmarks_app, name="benchmarks")
     app.add_typer(models.app, name="models")
+    app.add_typer(bench.app, name="bench")
 
 
 def main() -> None:

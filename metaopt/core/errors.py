@@ -75,6 +75,10 @@ class StoreError(UserError):
     """For the user: the store file cannot be used (missing, corrupt, locked, newer schema)."""
 
 
+class CaseError(UserError):
+    """For the user: a meta-bench case folder that is missing or malformed (manifest, harness, traces)."""
+
+
 class ExportError(UserError):
     """For the user: a candidate or folder that cannot be exported in the format asked for."""
 

@@ -114,6 +114,8 @@ class HarnessAgent:
         elif self.model_name.startswith("fake/flaky:"):  # stages the solution only on trials it replays
             context = {"trial_id": (ids or {}).get("trial_id"),
                        "stage_solution": lambda: _stage_solution(task, sandbox)}
+        elif self.model_name.startswith("fake/replay:"):  # the harness-sensitive replay model plays this task's policy
+            context = {"task_id": task.id}
         model = get_model(self.model_name, base_url=self.base_url, context=context)
         wrap_call = None
         trace_id = None

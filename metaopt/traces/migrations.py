@@ -45,6 +45,7 @@ SCHEMAS = Registry("table owner", "metaopt.schemas", {
     "experiments": "metaopt.meta_agent.records:SCHEMA",
     "bilevel": "metaopt.meta_agent.search.bilevel.records:SCHEMA",
     "diagnose": "metaopt.traces.diagnose:SCHEMA",
+    "meta_bench": "metaopt.meta_bench.results:SCHEMA",
 })
 """Owner name -> "module:SCHEMA". Pieces of one migration run in this order."""
 

@@ -151,10 +151,40 @@ def task_attempts(store: Store, run_id: str, task_id: str) -> list[dict[str, Any
     return store.rows("SELECT attempt, started_at FROM trials WHERE run_id = ? AND task_id = ?", [run_id, task_id])
 
 
+def failed_tool_calls(store: Store, trial_ids: list[str], limit: int) -> list[dict[str, Any]]:
+    """Per tool, the failed calls (timeouts aside) in `trial_ids` (non-empty): count, tasks and the
+    first result it gave; most failures first."""
+    return store.rows(
+        "SELECT s.tool_name AS tool, count(*) AS n, list(DISTINCT s.task_id) AS tasks,"
+        " first(m.text ORDER BY s.start_ns) AS said FROM spans s"
+        " LEFT JOIN messages m ON m.span_id = s.span_id AND m.part_type = 'tool_call_response'"
+        f" WHERE s.operation_name = 'execute_tool' AND s.trial_id IN ({_marks(trial_ids)})"
+        "   AND (s.error_type IS NOT NULL OR s.status_code = 'ERROR')"
+        "   AND coalesce(s.attributes->>'$.\"metaopt.tool.timed_out\"', 'false') <> 'true'"
+        " GROUP BY 1 ORDER BY n DESC, tool LIMIT ?", [*trial_ids, limit])
+
+
+def trials_with_message(store: Store, trial_ids: list[str], text: str) -> dict[str, Any]:
+    """How many of `trial_ids` (non-empty) hold a message part whose text is `text`, and their tasks."""
+    marks = _marks(trial_ids)
+    [row] = store.rows("SELECT count(DISTINCT trial_id) AS n, list(DISTINCT task_id) AS tasks FROM spans"
+                       f" WHERE trial_id IN ({marks}) AND span_id IN (SELECT span_id FROM messages"
+                       f" WHERE trial_id IN ({marks}) AND text = ?)", [*trial_ids, *trial_ids, text])
+    return row
+
+
+def run_rows(store: Store, table: str, run_id: str) -> list[dict[str, Any]]:
+    """Every row of `table` (runs, trials, spans or messages) that belongs to `run_id`, in a stable order."""
+    assert table in ("runs", "trials", "spans", "messages"), table
+    where = "trial_id IN (SELECT trial_id FROM trials WHERE run_id = ?)" if table == "messages" else "run_id = ?"
+    return store.rows(f"SELECT * FROM {table} WHERE {where} ORDER BY ALL", [run_id])
+
+
 def trials_by_id(store: Store, trial_ids: list[str]) -> list[dict[str, Any]]:
     """The trials among `trial_ids` (non-empty), by task and attempt."""
-    return store.rows("SELECT trial_id, task_id, attempt, status, score, failure_mode, error, tests, trace_id"
-                      f" FROM trials WHERE trial_id IN ({_marks(trial_ids)}) ORDER BY task_id, attempt", trial_ids)
+    return store.rows("SELECT trial_id, task_id, attempt, status, score, failure_mode, error, tests, trace_id,"
+                      f" test_output FROM trials WHERE trial_id IN ({_marks(trial_ids)}) ORDER BY task_id, attempt",
+                      trial_ids)
 
 
 def search_messages(store: Store, trial_ids: list[str], trace_ids: list[str], like: str, limit: int) -> list[dict[str, Any]]:

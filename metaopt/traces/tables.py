@@ -205,6 +205,15 @@ def end_run(con: duckdb.DuckDBPyConnection, run_id: str, status: str, at: dateti
                 + (" AND status <> 'finished'" if unless_finished else ""), [at, status, run_id])
 
 
+def insert_rows(con: duckdb.DuckDBPyConnection, table: str, cols: tuple[str, ...], rows: list[list[Any]]) -> None:
+    """Bulk-insert rows exported from a store (`cols` named, one statement) into one of this
+    module's tables; a recorded case's evidence is loaded so."""
+    if table not in SCHEMA.tables:
+        raise ValueError(f"{table} is not a traces table")
+    names = ", ".join(f'"{c}"' for c in cols)
+    con.executemany(f"INSERT INTO {table} ({names}) VALUES ({', '.join('?' * len(cols))})", rows)
+
+
 def check_span_columns(cur: duckdb.DuckDBPyConnection) -> None:
     """The appender is positional: a schema drift must fail loudly. Raises RuntimeError."""
     cols = [r[0] for r in cur.execute("DESCRIBE spans").fetchall()]

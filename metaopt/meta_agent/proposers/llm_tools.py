@@ -47,6 +47,7 @@ from metaopt.meta_agent.proposers import history as hist
 from metaopt.meta_agent.proposers import history_view as view
 from metaopt.meta_agent.proposers.base import Evidence, Revision
 from metaopt.meta_agent.proposers.edits import Draft, EditError
+from metaopt.meta_agent.proposers.failures import context_drops, tool_errors, verifier_says
 from metaopt.meta_agent.proposers.heuristic import causes
 from metaopt.meta_agent.proposers.llm_specs import FULL, MAX_PAGE, Profile, tools_for
 from metaopt.meta_agent.proposers.text import harness_summary, harness_yaml, render_trial
@@ -143,8 +144,11 @@ class Session:
                           "truncated": f"{n} output(s) of {target} were truncated"
                                        + (f" (tools.{target}.output_limit is {t.output_limit})" if t else "")}[cause]
                          + f", in tasks {', '.join(tasks[:8])}")
+        offered = {t.name for t in self.parent.tools_for(self.parent.routing.start_role)}
+        lines += tool_errors(self.evidence, offered if len(self.parent.routing.roles) == 1 else set(tools))
+        lines += context_drops(self.evidence, self.parent.routing.context.max_tokens)
         return ("Signals in their spans: " + "; ".join(lines) + ".") if lines else \
-            "Signals in their spans: no turn limit, tool timeout or truncated output."
+            "Signals in their spans: no turn limit, tool timeout, truncated output or failed tool call."
 
     def _check_trial(self, trial_id: Any) -> str:
         if not isinstance(trial_id, str) or trial_id not in self.allowed:
@@ -167,6 +171,8 @@ class Session:
             summary = (f"tests {len(tests) - len(failed)}/{len(tests)} passed"
                        + (f", failed: {', '.join(failed[:n])}{' ...' if len(failed) > n else ''}" if failed else "")
                        if tests else "no per-test results")
+            said = "" if tests else verifier_says(r.get("test_output"))
+            summary += f" (verifier: {_clip(said, clip)})" if said else ""
             score = "-" if r["score"] is None else f"{r['score']:.2f}"
             lines.append(f"- task {r['task_id']}: status {r['status']}, failure_mode {r['failure_mode'] or '-'}, "
                          f"score {score}, episode outcome {outcomes.get(tid, '-')}, {summary}"

@@ -1,5 +1,5 @@
 """Deterministic test doubles, shipped in the package: `fake/nop`, `fake/script:PATH`,
-`fake/solution`, `fake/flaky:P`. They never touch the network, cost 0, report provider "fake", and
+`fake/solution`, `fake/flaky:P` (and `fake/replay:PATH`, in models/replay.py). They never touch the network, cost 0, report provider "fake", and
 estimate tokens as characters // 4. Each records the calls it received in `.calls`.
 
 One instance per episode: scripted and solution fakes keep a step counter.
@@ -225,13 +225,18 @@ class FlakyModel(SolutionModel):
 
 def needs_task(name: str) -> bool:
     """Whether the model called `name` is a fake built per trial from the task (`fake/solution`,
-    `fake/flaky:P`), so it can only be created inside a trial. Raises ModelConfigError for a
+    `fake/flaky:P`, `fake/replay:PATH`), so it can only be created inside a trial. Raises ModelConfigError for a
     malformed P, so a command line can reject it before any trial runs."""
     provider, _, model = name.partition("/")
     if provider != "fake":
         return False
     if model.startswith("flaky:"):
         _flaky_p(model)
+        return True
+    if model.startswith("replay:"):  # its policy is checked now; the task id comes with the trial
+        from metaopt.task_agent.models.replay import load_policies
+
+        load_policies(model[len("replay:"):])
         return True
     return model == "solution"
 
@@ -258,5 +263,9 @@ def create(model: str, *, base_url: str | None = None,
         return ScriptModel.from_file(model[len("script:"):])
     if model.startswith("flaky:"):
         return FlakyModel(_flaky_p(model), context)
+    if model.startswith("replay:") and model[len("replay:"):]:
+        from metaopt.task_agent.models.replay import ReplayModel  # replay imports this module
+
+        return ReplayModel(model[len("replay:"):], context)
     raise ModelConfigError(
-        f"unknown fake model fake/{model}; known: fake/nop, fake/script:PATH, fake/solution, fake/flaky:P")
+        f"unknown fake model fake/{model}; known: fake/nop, fake/script:PATH, fake/solution, fake/flaky:P, fake/replay:PATH")

@@ -1,0 +1,89 @@
+"""The meta_bench_results table (migration 0010_meta_bench_results): one row per case of a `metaopt bench meta` run.
+This module owns it: its record, and every query against it."""
+
+from __future__ import annotations
+
+import math
+from datetime import datetime
+
+from pydantic import Field
+
+from metaopt.traces.migrations import Schema
+from metaopt.traces.records import Record
+from metaopt.traces.store import Store, now
+
+SCHEMA = Schema(tables=("meta_bench_results",), migrations=(("0010_meta_bench_results", """
+    CREATE TABLE meta_bench_results (
+        bench_id VARCHAR NOT NULL,        -- one `metaopt bench meta` invocation
+        case_name VARCHAR NOT NULL,
+        meta_model VARCHAR NOT NULL,
+        category VARCHAR NOT NULL,
+        proposed BOOLEAN NOT NULL,        -- the meta-agent wrote a revision
+        fixed BOOLEAN NOT NULL,           -- every affected task passes on replay
+        cause_named BOOLEAN NOT NULL,
+        broken JSON,                      -- keep tasks the proposal broke (collateral damage)
+        turns INTEGER,
+        input_tokens BIGINT,
+        output_tokens BIGINT,
+        cost_usd DOUBLE,
+        wall_s DOUBLE,
+        cause VARCHAR,                    -- what the proposal said the cause was
+        changed JSON,                     -- the harness fields the proposal changed (dotted paths)
+        error VARCHAR,
+        finished_at TIMESTAMP NOT NULL,
+        PRIMARY KEY (bench_id, case_name)
+    );
+    """),), reader_optional=("0010_meta_bench_results",))
+"""This module owns meta_bench_results (registered in traces.migrations.SCHEMAS)."""
+
+
+class CaseResult(Record, table="meta_bench_results"):
+    bench_id: str
+    case_name: str
+    meta_model: str
+    category: str
+    proposed: bool
+    """The meta-agent wrote a revision."""
+    fixed: bool
+    """Every affected task passes when the proposal is replayed."""
+    cause_named: bool
+    """The proposal's cause or rationale names the planted cause (the manifest's cause_pattern)."""
+    broken: list[str] = Field(default_factory=list)
+    """Keep tasks the proposal broke (collateral damage)."""
+    turns: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float = 0.0
+    wall_s: float = 0.0
+    cause: str = ""
+    """What the proposal said the cause was."""
+    changed: list[str] = Field(default_factory=list)
+    """The harness fields the proposal changed (dotted paths; tools by name)."""
+    error: str | None = None
+    """Why there is no proposal (the session's outcome, or the meta-model's error)."""
+    finished_at: datetime = Field(default_factory=now)
+
+
+def save(store: Store, row: CaseResult) -> None:
+    store.insert(row)
+
+
+def load(store: Store, bench_id: str) -> list[CaseResult]:
+    return store.select(CaseResult, "bench_id = ?", [bench_id], order="case_name")
+
+
+def benches(store: Store) -> list[dict]:
+    """Every bench run in the store: id, meta-model, cases, fixed, newest first."""
+    return store.rows("SELECT bench_id, any_value(meta_model) AS meta_model, count(*) AS cases,"
+                      " sum(fixed::INT) AS fixed, max(finished_at) AS finished_at FROM meta_bench_results"
+                      " GROUP BY bench_id ORDER BY finished_at DESC")
+
+
+def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
+    """95% Wilson score interval of a proportion k/n ((0, 1) when n is 0)."""
+    if n == 0:
+        return 0.0, 1.0
+    p = k / n
+    mid = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return max(0.0, mid - half), min(1.0, mid + half)

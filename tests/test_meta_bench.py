@@ -1,0 +1,134 @@
+"""meta-bench: the replay model, the Docker-free fix check, the built-in cases and `metaopt bench meta`.
+Fast: no Docker, no model (the cases' traces and worlds were recorded once in real containers)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from metaopt.meta_bench.bench import run_bench
+from metaopt.meta_bench.case import CASES_DIR, load_cases
+from metaopt.meta_bench.check import judge
+from metaopt.task_agent.messages import Message, ToolSpec
+from metaopt.task_agent.models.replay import ReplayModel
+from metaopt.traces.store import Store
+
+ROOT = Path(__file__).parents[1]
+CASES = load_cases()
+CATEGORIES = {c for case in CASES for c in case.manifest.category.split("+")}
+
+
+def test_the_built_in_cases_span_enough_categories_and_stay_small():
+    assert len(CASES) >= 20 and len(CATEGORIES) >= 8
+    assert {c.manifest.benchmark for c in CASES} == {"terminalbench", "spreadsheetbench"}
+    assert any("+" in c.manifest.category for c in CASES) and any(c.manifest.decoy for c in CASES)
+    for case in CASES:
+        size = sum(f.stat().st_size for f in case.folder.rglob("*") if f.is_file())
+        assert size < 200_000, (case.name, size)
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    s = Store(tmp_path_factory.mktemp("mb") / "store.duckdb")
+    yield s
+    s.close()
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
+def test_the_defect_breaks_the_affected_tasks_and_the_reference_fix_mends_them(case):
+    broken = judge(case, case.harness())
+    assert broken.still_failing == case.manifest.affected and broken.broken == []
+    fixed = judge(case, case.fixed_harness())
+    assert fixed.fixed and fixed.broken == []
+
+
+def test_oracle_fixes_every_case_and_placebo_none(store):
+    oracle = run_bench(CASES, "oracle", store)
+    assert all(r.fixed and r.cause_named and not r.broken for r in oracle.rows)
+    placebo = run_bench(CASES, "placebo", store)
+    assert all(r.proposed and not r.fixed for r in placebo.rows)
+    assert oracle.totals()["fixed_ci95"][0] > placebo.totals()["fixed_ci95"][1]
+    saved = store.rows("SELECT meta_model, count(*) AS n, sum(fixed::INT) AS fixed FROM meta_bench_results"
+                       " WHERE meta_model IN ('oracle', 'placebo') GROUP BY 1 ORDER BY 1")
+    assert saved == [{"meta_model": "oracle", "n": len(CASES), "fixed": len(CASES)},
+                     {"meta_model": "placebo", "n": len(CASES), "fixed": 0}]
+
+
+SCRIPT = """
+- tool: list_failures
+- tool: set_field
+  arguments: {path: %s, value: %s}
+- tool: write_revision
+  arguments: {rationale: "from the traces", cause: "%s", fixes: ["service-limit"], keeps: []}
+"""
+
+
+def test_a_scripted_llm_meta_agent_goes_through_the_same_tools_and_is_judged_by_replay(store, tmp_path):
+    case = [c for c in CASES if c.name == "context-budget"]
+    right, wrong = tmp_path / "right.yaml", tmp_path / "wrong.yaml"
+    right.write_text(SCRIPT % ("routing.context.max_tokens", 100000, "the context budget drops the log"))
+    wrong.write_text(SCRIPT % ("tools.bash.timeout_s", 600, "bash times out"))
+    [good] = run_bench(case, f"fake/script:{right}", store).rows
+    [bad] = run_bench(case, f"fake/script:{wrong}", store).rows
+    assert (good.fixed, good.cause_named, good.turns) == (True, True, 3) and good.input_tokens > 0
+    assert (bad.proposed, bad.fixed, bad.cause_named) == (True, False, False)
+
+
+def _spec(name: str, description: str = "Run a command.", param: str = "command") -> ToolSpec:
+    return ToolSpec(name=name, description=description,
+                    parameters={"type": "object", "properties": {param: {"type": "string"}}})
+
+
+def test_the_replay_model_picks_its_tool_from_what_the_harness_offers():
+    case = next(c for c in CASES if c.name == "timeout-build")
+    model = ReplayModel(str(case.manifest_path), {"task_id": "greet"})
+    msgs = [Message.system("s"), Message.user("u")]
+    finish = ToolSpec(name="finish", description="End.", parameters={"type": "object", "properties": {}})
+    [call] = model.respond(msgs, [_spec("shell"), _spec("bash"), finish])
+    assert (call.name, call.id.split("-")[1]) == ("bash", "write")
+    [call] = model.respond(msgs, [_spec("bash", "Read-only viewer. Never use it to run commands."), finish])
+    assert call.name == "shell"  # told off bash, it asks for a shell that is not there
+    [call] = model.respond(msgs, [_spec("run", param="cmdline"), finish])
+    assert call.name == "bash"
+    agent = ToolSpec(name="delegate", description="Hand off.", parameters={"type": "object",
+                                                                           "properties": {"task": {"type": "string"}}})
+    [call] = model.respond(msgs, [agent, finish])
+    assert call.name == "delegate" and call.arguments == {"task": "u"}
+
+
+def _cli(*args: str, db: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "metaopt", "bench", "meta", *args, "--db", str(db)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120, check=False,
+                          env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "COLUMNS": "200",
+                               "HOME": str(db.parent)})
+
+
+def test_cli_prints_the_table_and_json(tmp_path):
+    few = tmp_path / "cases"
+    few.mkdir()
+    for name in ("timeout-build", "sheet-turn-limit"):
+        (few / name).symlink_to(CASES_DIR / name)
+    r = _cli("--meta-model", "heuristic", "--cases", str(few), db=tmp_path / "s.duckdb")
+    assert r.returncode == 0, r.stderr
+    assert "timeout-build" in r.stdout and "95% CI" in r.stdout and "cause named" in r.stdout
+    r = _cli("--meta-model", "oracle", "--cases", str(few / "timeout-build"), "--json", db=tmp_path / "s.duckdb")
+    data = json.loads(r.stdout)
+    assert data["totals"]["fixed"] == 1 and data["cases"][0]["case_name"] == "timeout-build"
+    r = subprocess.run([sys.executable, "-m", "metaopt", "bench", "list", "--db", str(tmp_path / "s.duckdb")],
+                       cwd=ROOT, capture_output=True, text=True, timeout=120, check=False,
+                       env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)})
+    assert [line.split()[1:4] for line in r.stdout.splitlines()] == [["oracle", "fixed", "1/1"],
+                                                                    ["heuristic", "fixed", "2/2"]]
+
+
+def test_a_bad_cases_folder_is_one_line_exit_2(tmp_path):
+    r = _cli("--meta-model", "oracle", "--cases", str(tmp_path / "nowhere"), db=tmp_path / "s.duckdb")
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "nowhere" in r.stderr
+    (tmp_path / "bad").mkdir()
+    (tmp_path / "bad" / "manifest.yaml").write_text("schema_version: 1\ncategory: x\n")
+    r = _cli("--meta-model", "oracle", "--cases", str(tmp_path / "bad"), db=tmp_path / "s.duckdb")
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "manifest.yaml" in r.stderr
