@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from metaopt.evaluation.runner import EvalResult
     from metaopt.export import ExportResult
     from metaopt.meta_agent.config import RunConfig
+    from metaopt.meta_agent.report import RunReport
     from metaopt.task_agent.harness import Harness
     from metaopt.traces.store import Store
 
@@ -85,7 +86,7 @@ def evaluate(benchmark: str, *, model: str | None = None, agent: str | None = No
 
 
 def run_experiment(config: RunConfig, *, harness: str | Path = "minimal", store: Store | None = None,
-                   backend: Any = None, tasks: list[Task | TaskLoadError] | None = None) -> dict[str, Any]:
+                   backend: Any = None, tasks: list[Task | TaskLoadError] | None = None) -> RunReport:
     """Optimize `harness` as `metaopt run` does: propose revisions from traces, keep only what the
     gate accepts, then score the sealed test split once. Returns the run's report."""
     from metaopt.meta_agent.experiment import plan_experiment, start_experiment

@@ -69,7 +69,7 @@ def test_a_real_local_proposal_reaches_the_guard(tmp_path, backend):
     chats = [s for s in spans if s["operation_name"] == "chat"]
     assert chats and all(s["provider"] == "llama.cpp" and s["input_tokens"] > 0 for s in chats)
     assert len(chats) <= 10  # the compact profile's turn cap
-    assert len(cands) == 2, f"the model wrote no revision in {len(chats)} turns: {out['stop_reason']}"
+    assert len(cands) == 2, f"the model wrote no revision in {len(chats)} turns: {out.stop_reason}"
     first = next(g for g in gates if g.candidate_id == cands[1].candidate_id)
     # reached the guard: refused with a reason, or passed it (then the smoke run / screen decided)
     assert (first.stage == "guard" and first.reason.startswith("invalid: ")) or first.stage in ("smoke", "screen")
@@ -83,7 +83,7 @@ def test_two_real_proposals_the_second_consults_the_history(tmp_path, backend):
     out, cands, _, sessions, notes = run(tmp_path, backend, "local/qwen2.5-coder-1.5b", max_iterations=2,
                                              plateau=3)
     written = [c for c in cands[1:] if c.proposal_trace_id]
-    assert len(written) >= 2, f"{len(written)} proposal(s) with a revision: {out['stop_reason']}"
+    assert len(written) >= 2, f"{len(written)} proposal(s) with a revision: {out.stop_reason}"
     second = sessions[written[1].proposal_trace_id]
     called = {s["tool_name"] for s in second if s["operation_name"] == "execute_tool"}
     assert called & HISTORY_TOOLS, f"the second session called {sorted(called)}"

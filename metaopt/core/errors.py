@@ -189,11 +189,6 @@ class HostStartError(TaskFailure):
     message says why). Recorded as that mechanism's refusal; never raised out of the outer loop."""
 
 
-class CandidateRefused(TaskFailure):
-    """For the task: a child's trial inside the staged gate was tampered. The candidate is recorded
-    as invalid with this message; never raised out of its iteration."""
-
-
 class CheckFailed(TaskFailure):
     """For the task: a validation step of a generated mechanism failed (the message says which and
     why). Recorded as that step's failure, so the mechanism is refused; never raised out of the ladder."""

@@ -1,21 +1,27 @@
 """The experiment ledger: experiments, candidates, gate decisions and spend, as typed store rows.
 
-Everything the optimizer decides is written here before it acts on it, so a reader (or a resumed
-run) can explain every step from the store alone.
+The only writer of decisions: candidates, their gate rows and statuses (`record`, from a
+Judgement), head moves and the experiment's end. Everything the optimizer decides is written here
+before it acts on it, so a reader (or a resumed run) can explain every step from the store alone.
 """
 
 from __future__ import annotations
 
 import difflib
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from metaopt.evaluation.result import TrialResult
+from metaopt.meta_agent.error_control import AlphaSpending
 from metaopt.meta_agent.liveness import Liveness
 from metaopt.meta_agent.predictions import Manifest, PredictionCheck
 from metaopt.meta_agent.records import Candidate, ExperimentRecord, GateDecision, Spend, SpendKind, Stage, Status
+from metaopt.meta_agent.sequential import Look, SequentialRule
 from metaopt.task_agent.harness import Harness
 from metaopt.traces.store import Store, now
+
+if TYPE_CHECKING:
+    from metaopt.meta_agent.judge import Judgement
 
 
 class Ledger:
@@ -65,6 +71,40 @@ class Ledger:
         return self.store.select(Candidate, "experiment_id = ?", [self.id], order="iteration")
 
     # -- decisions and spend ---------------------------------------------------------------
+    def record(self, j: Judgement, rule: str) -> None:
+        """Write a judgement: its gate rows in order (a look already written before an interruption
+        is not written again), the validation trials its early stops saved, then the candidate's
+        status and what its claim check and liveness found."""
+        cid = j.candidate_id
+        written = {(d.stage, (d.details or {}).get("look")) for d in self.store.select(
+            GateDecision, "experiment_id = ? AND candidate_id = ?", [self.id, cid])}
+        *steps, closing = j.steps
+        for s in steps:
+            if s.stage not in ("select", "confirm") or (s.stage, (s.numbers.get("details") or {}).get("look")) not in written:
+                self.decision(cid, j.parent_id, s.stage, s.outcome, s.reason, rule, **s.numbers)
+        booked = self.store.rows("SELECT 1 FROM budget_ledger WHERE experiment_id = ? AND candidate_id = ? "
+                                 "AND kind = 'saved'", [self.id, cid])
+        if j.saved is not None and not booked:
+            trials, usd, note = j.saved
+            self.spend("saved", cid, note, usd, trials=trials)
+        self.decision(cid, j.parent_id, closing.stage, closing.outcome, closing.reason, rule, **closing.numbers)
+        self.set_status(cid, j.decision, j.reason)
+        if closing.stage != "filter":
+            self.set_checks(cid, j.check, j.liveness)
+
+    def accepted_look(self, cid: str) -> Look | None:
+        """The confirm look that accepted `cid` (its details hold the Look), or None."""
+        rows = self.store.select(GateDecision, "experiment_id = ? AND candidate_id = ? AND stage = 'confirm' "
+                                 "AND outcome = 'accept'", [self.id, cid])
+        return Look.model_validate(rows[-1].details) if rows and rows[-1].details else None
+
+    def spending(self, gate: SequentialRule) -> AlphaSpending:
+        """The experiment's alpha state, from its confirm rows in candidate order."""
+        order = {c.candidate_id: c.iteration for c in self.candidates()}
+        rows = self.store.select(GateDecision, "experiment_id = ? AND stage = 'confirm'", [self.id])
+        rows.sort(key=lambda d: (order.get(d.candidate_id, 1 << 30), d.decided_at))
+        return AlphaSpending.from_rows([d.model_dump() for d in rows], alpha=gate.alpha, spend=gate.spend)
+
     def decision(self, cid: str, parent_id: str | None, stage: Stage, outcome: str, reason: str, rule: str,
                  **numbers: Any) -> None:
         numbers.setdefault("alpha_spent", 0.0)  # only a confirmation's first look commits alpha
@@ -90,6 +130,12 @@ class Ledger:
 
     def trials_run(self) -> int:
         return self.store.rows("SELECT count(*) AS n FROM trials WHERE experiment_id = ?", [self.id])[0]["n"]
+
+    def failing_trials(self, cid: str) -> list[str]:
+        """Ids of `cid`'s train trials that did not pass, in task and attempt order."""
+        return [r["trial_id"] for r in self.store.rows(
+            "SELECT trial_id FROM trials WHERE experiment_id = ? AND candidate_id = ? AND split = 'train' "
+            "AND (score IS NULL OR score < 1) ORDER BY task_id, attempt", [self.id, cid])]
 
     def trials(self, cid: str, split: str) -> list[TrialResult]:
         return self.store.select(TrialResult, "experiment_id = ? AND candidate_id = ? AND split = ?",
