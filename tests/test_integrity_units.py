@@ -22,8 +22,8 @@ from metaopt.benchmarks.scoring import (
     score_reward,
 )
 from metaopt.evaluation.result import TrialResult
-from metaopt.meta_agent.evaluator import charged as _charged
 from metaopt.meta_agent.evaluator import refused as _refused
+from metaopt.meta_agent.gate import charged as _charged
 from metaopt.meta_agent.guard import Guard, _text
 from metaopt.meta_agent.guard_lint import verifier_writes
 from metaopt.sandbox.tamper_text import views

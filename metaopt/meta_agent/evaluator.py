@@ -21,8 +21,7 @@ from metaopt.evaluation.runner import Executor
 from metaopt.meta_agent.config import RunConfig
 from metaopt.meta_agent.gate import Scores
 from metaopt.meta_agent.ledger import Ledger
-from metaopt.meta_agent.liveness import Liveness
-from metaopt.meta_agent.memory import liveness
+from metaopt.meta_agent.liveness import Liveness, measure
 from metaopt.task_agent.harness import Harness
 
 
@@ -73,8 +72,10 @@ class Evaluator:
         return refused([r for s in splits for r in self.ledger.trials(cid, s)])
 
     def liveness(self, parent: Harness, child: Harness, pid: str, cid: str, split: str) -> Liveness:
-        """Whether `child`'s changes ran in its trials of `split` (meta_agent.memory)."""
-        return liveness(self.ledger, parent, child, pid, cid, split)
+        """Whether `child`'s changes ran in its trials of `split` (meta_agent.liveness)."""
+        ids = [r.trial_id for r in self.ledger.trials(cid, split)]
+        parent_ids = [r.trial_id for r in self.ledger.trials(pid, split)]
+        return measure(self.ledger.store, parent, child, ids, parent_ids, split)
 
     def price_per_trial(self) -> float:
         n = self.ledger.trials_run()
@@ -124,16 +125,3 @@ def refused(rows: list[TrialResult]) -> str | None:
 
 def _task_hint(task_id: str) -> str:
     return task_id if is_canary(task_id) else f"task #{hashlib.sha1(task_id.encode()).hexdigest()[:6]}"
-
-
-def charged(parent: Scores, child: Scores) -> Scores:
-    """The child's scores with its errored trials counted as failures (0) on every task where the
-    parent had no error: an error the child brought is the child's failure, not missing data."""
-    return {t: [0.0 if x is None and parent.get(t) and None not in parent[t] else x for x in trials]
-            for t, trials in child.items()}
-
-
-def mean(scores: Scores) -> float:
-    """Mean over tasks of the per-task mean of scored trials (errors excluded); 0 when none."""
-    per = [sum(s) / len(s) for s in ([x for x in v if x is not None] for v in scores.values()) if s]
-    return sum(per) / len(per) if per else 0.0

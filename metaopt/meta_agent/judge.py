@@ -21,17 +21,19 @@ Splits: `validation` holds the child's selection trials, `confirm` its fresh con
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from metaopt.benchmarks.canary import is_canary
 from metaopt.meta_agent import memory
-from metaopt.meta_agent.error_control import AlphaSpending
-from metaopt.meta_agent.evaluator import Evaluator, charged, mean
-from metaopt.meta_agent.gate import NoiseFloor, Scores, screen
-from metaopt.meta_agent.liveness import Liveness
-from metaopt.meta_agent.predictions import PredictionCheck
-from metaopt.meta_agent.records import Candidate, CandidateScores, Stage, Status
+from metaopt.meta_agent.gate import CandidateScores, Scores, charged, mean, screen
 from metaopt.meta_agent.sequential import Look, Verdict, validate
+
+if TYPE_CHECKING:  # types only: the decision itself imports the statistics above and nothing else
+    from metaopt.meta_agent.error_control import AlphaSpending
+    from metaopt.meta_agent.evaluator import Evaluator
+    from metaopt.meta_agent.gate import NoiseFloor
+    from metaopt.meta_agent.liveness import Liveness
+    from metaopt.meta_agent.predictions import PredictionCheck
+    from metaopt.meta_agent.records import Candidate, Stage, Status
 
 
 @dataclass(frozen=True)
@@ -103,8 +105,8 @@ def judge(child: Candidate, parent: Parent, ev: Evaluator) -> Judgement:
     _, rows = ev.run(cid, child.harness, "smoke", (failing or train)[:1] + ev.canaries, 1)
     if bad := ev.check(cid, ["smoke"]):
         return refusal(child, "smoke", "fail", f"invalid: {bad}")
-    if all(r.status == "error" for r in rows if not is_canary(r.task_id)):
-        why = next(r for r in rows if not is_canary(r.task_id)).error
+    if all(r.status == "error" for r in rows if r.task_id not in ev.canaries):
+        why = next(r for r in rows if r.task_id not in ev.canaries).error
         return refusal(child, "smoke", "fail", f"invalid: smoke run errored: {why}")
     run = memory.screen_tasks(failing, child.predictions)  # + the manifest's keeps, so they can be checked
     c_train = ev.scores(cid, child.harness, "train", run, k) if run else {}

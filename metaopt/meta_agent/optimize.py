@@ -31,14 +31,14 @@ from metaopt.benchmarks.task import Task
 from metaopt.evaluation import TrialResult
 from metaopt.evaluation.runner import Executor
 from metaopt.meta_agent.config import RunConfig
-from metaopt.meta_agent.evaluator import Evaluator, mean
-from metaopt.meta_agent.gate import NoiseFloor, Scores, confidence_interval
+from metaopt.meta_agent.evaluator import Evaluator
+from metaopt.meta_agent.gate import CandidateScores, NoiseFloor, Scores, confidence_interval, mean
 from metaopt.meta_agent.guard import Guard
 from metaopt.meta_agent.judge import Judgement, Parent, failing_tasks, judge, refusal
 from metaopt.meta_agent.ledger import Ledger
 from metaopt.meta_agent.plot import write_progress_png
 from metaopt.meta_agent.proposers import Evidence, Revision, get_proposer
-from metaopt.meta_agent.records import Candidate, CandidateScores, CandidateView
+from metaopt.meta_agent.records import Candidate, CandidateView
 from metaopt.meta_agent.report import CandidateReport, RunReport
 from metaopt.meta_agent.search.strategies import get_strategy
 from metaopt.meta_agent.search.strategies.hooks import NoSearch, bind_search

@@ -8,11 +8,13 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from metaopt.meta_agent.gate import Scores
+from metaopt.meta_agent.gate import CandidateScores, Scores
 from metaopt.meta_agent.liveness import Liveness
 from metaopt.meta_agent.predictions import Manifest, PredictionCheck
 from metaopt.task_agent.harness import Harness
 from metaopt.traces.records import Record
+
+__all__ = ["CandidateScores"]  # defined with the gate (meta_agent.gate); read from here too
 
 Status = Literal["baseline", "pending", "accepted", "rejected", "inconclusive", "invalid"]
 Stage = Literal["guard", "smoke", "screen", "validation", "select", "confirm", "verdict", "filter"]
@@ -119,14 +121,6 @@ class Spend(Record, table="budget_ledger"):
     input_tokens: int = 0
     output_tokens: int = 0
     recorded_at: datetime
-
-
-class CandidateScores(BaseModel):
-    """A candidate's trial scores so far, per split (what the gate compares)."""
-
-    model_config = ConfigDict(extra="forbid")
-    train: Scores = Field(default_factory=dict)
-    validation: Scores = Field(default_factory=dict)
 
 
 class CandidateView(BaseModel):
