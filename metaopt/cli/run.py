@@ -65,9 +65,10 @@ def run_cmd(
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object at the end."),
 ) -> None:
     """Optimize a harness: propose revisions from traces, keep only what the gate accepts."""
+    from metaopt.api import open_experiment
     from metaopt.core.errors import UserError
     from metaopt.meta_agent.config import RunConfig
-    from metaopt.meta_agent.experiment import find_experiment, plan_experiment, resume_experiment, start_experiment
+    from metaopt.meta_agent.experiment import find_experiment, plan_experiment
     from metaopt.meta_agent.search.bilevel.config import BilevelConfig
     from metaopt.meta_agent.sequential import SequentialRule
     from metaopt.meta_agent.splits import parse_split
@@ -110,8 +111,7 @@ def run_cmd(
         bar, advance=1, last=f"{r.split} {r.task_id}: {r.status}"),
         "on_event": lambda line: bar_view.console.print(line, highlight=False, markup=False)}
     try:
-        experiment = (resume_experiment(record, store=store, **hooks) if plan is None
-                      else start_experiment(plan, store=store, **hooks))
+        experiment = open_experiment(record if plan is None else plan, store=store, **hooks)
     except BaseException as e:
         trace.shutdown()
         store.close()
