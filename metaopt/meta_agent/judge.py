@@ -36,6 +36,10 @@ if TYPE_CHECKING:  # types only: the decision itself imports the statistics abov
     from metaopt.meta_agent.records import Candidate, Stage, Status
 
 
+STATUS: dict[str, Status] = {"accept": "accepted", "reject": "rejected", "inconclusive": "inconclusive"}
+"""The candidate's status after the staged gate's outcome."""
+
+
 @dataclass(frozen=True)
 class Step:
     """One gate_decisions row: stage, outcome, reason and its numbers (delta, se, details, ...)."""
@@ -129,7 +133,7 @@ def judge(child: Candidate, parent: Parent, ev: Evaluator) -> Judgement:
         return replace(refusal(child, "validation", "fail", v.reason), steps=(*looks, Step("validation", "fail", v.reason)))
     saved = _saved(v, ev.price_per_trial())
     c_val = g.confirm(v.looks[-1].child_trials) if v.outcome == "accept" else ev.recorded(cid, "validation")
-    status: Status = {"accept": "accepted", "reject": "rejected"}.get(v.outcome, "inconclusive")  # type: ignore[assignment]
+    status = STATUS[v.outcome]
     if status == "accepted":  # it becomes a parent: its full train picture feeds the proposer
         c_train = charged(p_train, ev.scores(cid, child.harness, "train", train, k))
     live = ev.liveness(parent.candidate.harness, child.harness, pid, cid, "validation")
@@ -193,7 +197,7 @@ def _closed(child: Candidate, status: Status, row: Step, before: tuple[Step, ...
     rejected on changes that did not run)."""
     check = memory.claim(child.predictions, parent.scores.train, c_train)
     reason = row.reason + (f"; claim: {check.summary}" if check else "")
-    status, reason = memory.judged(status, reason, live)  # type: ignore[assignment]
+    status, reason = memory.judged(status, reason, live)
     return Judgement(child.candidate_id, child.parent_id, status, row.stage, reason,
                      (*before, replace(row, reason=reason)), check=check, liveness=live)
 

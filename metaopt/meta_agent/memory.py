@@ -19,6 +19,7 @@ from metaopt.meta_agent.predictions import Manifest, PredictionCheck, check
 if TYPE_CHECKING:
     from metaopt.meta_agent.gate import Scores
     from metaopt.meta_agent.liveness import Liveness
+    from metaopt.meta_agent.records import Status
 
 
 def screen_tasks(failing: list[str], manifest: Manifest | None) -> list[str]:
@@ -26,7 +27,7 @@ def screen_tasks(failing: list[str], manifest: Manifest | None) -> list[str]:
     return [*failing, *keeps]
 
 
-def judged(status: str, reason: str, live: Liveness) -> tuple[str, str]:
+def judged(status: Status, reason: str, live: Liveness) -> tuple[Status, str]:
     """(status, reason) once liveness is known: never accepted or rejected on changes that did not run."""
     if live.live is False:
         return "inconclusive", f"inconclusive: not live: {live.reason} (the {live.split} result, '{status}', is noise)"
