@@ -127,3 +127,18 @@ def test_the_evaluators_tamper_check_reads_each_candidates_own_trials(tmp_path):
         assert "tampered" in (ev.check("e/c2", ["validation", "confirm"]) or "")  # two candidates judged at once
         assert ev.check("e/c2", ["train"]) is None  # only the splits asked about
         assert "canary" in (ev.check("e/c3", ["smoke"]) or "")
+
+
+def test_the_run_report_round_trips_through_its_json_and_keeps_the_keys_in_order():
+    from metaopt.meta_agent.report import ORDER, CandidateReport, RunReport
+
+    c = CandidateReport(id="e/c0", status="baseline", parent=None, rationale=None, val_mean=0.5)
+    r = RunReport(experiment_id="e", baseline_test_score=0.5, baseline_test_ci=[0.1, 0.9], best_test_score=0.5,
+                  best_test_ci=[0.1, 0.9], best_candidate="e/c0", iterations=0, accepted=0, spend_usd=0.0,
+                  spend={"task": 0.0, "meta": 0.0}, stop_reason="plateau", candidates=[c], progress_png="p.png",
+                  validation_trials_saved=0, alpha_committed=0.0, alpha=0.05)
+    d = r.to_dict()
+    assert list(d) == [k for k in ORDER if k != "bilevel"] and d["candidates"][0]["id"] == "e/c0"
+    assert RunReport.from_dict(d) == r
+    with_bilevel = RunReport.from_dict({**d, "bilevel": {"mechanisms": []}})
+    assert list(with_bilevel.to_dict())[-1] == "bilevel"

@@ -17,10 +17,10 @@ class CandidateReport:
     rationale: str | None
     val_mean: float | None
     """Mean validation score of what it is remembered by (None: it never reached validation)."""
-    proposal_trace_id: str | None
-    predictions: dict[str, Any] | None
-    prediction_check: dict[str, Any] | None
-    liveness: dict[str, Any] | None
+    proposal_trace_id: str | None = None
+    predictions: dict[str, Any] | None = None
+    prediction_check: dict[str, Any] | None = None
+    liveness: dict[str, Any] | None = None
 
 
 ORDER = ("experiment_id", "baseline_test_score", "baseline_test_ci", "best_test_score", "best_test_ci",
@@ -63,7 +63,9 @@ class RunReport:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> RunReport:
         """A report stored by to_dict (a finished experiment's `result`)."""
-        known = {f.name for f in fields(cls)}
-        kw = {k: v for k, v in data.items() if k in known}
-        kw["candidates"] = [CandidateReport(**c) for c in data.get("candidates", [])]
+        def pick(kind: type, row: dict[str, Any]) -> dict[str, Any]:  # what an older release wrote
+            return {f.name: row[f.name] for f in fields(kind) if f.name in row}
+
+        kw = pick(cls, data)
+        kw["candidates"] = [CandidateReport(**pick(CandidateReport, c)) for c in data.get("candidates", [])]
         return cls(**kw)
