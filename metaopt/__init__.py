@@ -21,12 +21,12 @@ _LAZY = {
     "evaluate": "metaopt.api", "run_experiment": "metaopt.api", "load_benchmark": "metaopt.api",
     "load_harness": "metaopt.api", "open_store": "metaopt.api", "export": "metaopt.api",
     "docker_backend": "metaopt.api",
-    "RunConfig": "metaopt.meta_agent.config", "EvalConfig": "metaopt.evaluation.config",
+    "RunConfig": "metaopt.meta_agent.config", "RunReport": "metaopt.meta_agent.report", "EvalConfig": "metaopt.evaluation.config",
     "Harness": "metaopt.task_agent.harness", "Task": "metaopt.benchmarks.task",
     "TrialResult": "metaopt.evaluation.result", "EvalResult": "metaopt.evaluation.runner",
     "Store": "metaopt.traces.store", "UserError": "metaopt.core.errors",
 }
-__all__ = ["EvalConfig", "EvalResult", "Harness", "RunConfig", "Store", "Task", "TrialResult", "UserError",
+__all__ = ["EvalConfig", "EvalResult", "Harness", "RunConfig", "RunReport", "Store", "Task", "TrialResult", "UserError",
            "docker_backend", "evaluate", "export", "load_benchmark", "load_harness", "open_store", "run_experiment"]
 
 if TYPE_CHECKING:
@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from metaopt.evaluation.result import TrialResult
     from metaopt.evaluation.runner import EvalResult
     from metaopt.meta_agent.config import RunConfig
+    from metaopt.meta_agent.report import RunReport
     from metaopt.task_agent.harness import Harness
     from metaopt.traces.store import Store
 

@@ -13,9 +13,14 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from metaopt.benchmarks.task import Task, TaskLoadError
+    from metaopt.evaluation.config import EvalConfig
     from metaopt.evaluation.runner import EvalResult
     from metaopt.export import ExportResult
     from metaopt.meta_agent.config import RunConfig
+    from metaopt.meta_agent.experiment import Plan
+    from metaopt.meta_agent.optimize import Experiment
+    from metaopt.meta_agent.records import ExperimentRecord
+    from metaopt.meta_agent.report import RunReport
     from metaopt.task_agent.harness import Harness
     from metaopt.traces.store import Store
 
@@ -61,34 +66,60 @@ def evaluate(benchmark: str, *, model: str | None = None, agent: str | None = No
     """Run an agent on a benchmark's tasks and score every trial with the task's own verifier,
     as `metaopt eval` does: the harness agent with `model`, or `agent` "oracle" / "nop". Trials
     and their spans land in `store` (default: a new one at ./.metaopt/metaopt.duckdb)."""
-    from metaopt.evaluation import new_run_id, run_eval
-    from metaopt.evaluation.config import EvalConfig
-    from metaopt.traces.tracing import Tracing
+    from metaopt.evaluation import new_run_id
+    from metaopt.evaluation.config import EvalConfig as Config
 
-    cfg = EvalConfig(benchmark=benchmark, dataset=Path(dataset) if dataset else None, tasks=tasks, agent=agent,
+    cfg = Config(benchmark=benchmark, dataset=Path(dataset) if dataset else None, tasks=tasks, agent=agent,
                      model=model, harness=str(harness) if harness else None, trials=trials, concurrency=concurrency)
-    task_list, the_agent = cfg.load_tasks(), cfg.build_agent()
+    task_list, the_agent = prepare_eval(cfg)
     own = store is None
     store = open_store() if store is None else store
-    tracing = Tracing.for_store(store) if hasattr(the_agent, "tracing") else None
-    if tracing is not None:
-        the_agent.tracing = tracing  # type: ignore[attr-defined]
+    trace_agent(the_agent, store)
     try:
-        return run_eval(task_list, the_agent, benchmark=benchmark, backend=backend or docker_backend(), store=store,
-                        trials=cfg.trials, concurrency=cfg.concurrency, run_id=new_run_id(),
-                        dataset=str(dataset) if dataset else None)
+        return run_evaluation(cfg, task_list, the_agent, store=store, backend=backend or docker_backend(),
+                              run_id=new_run_id())
     finally:
-        if tracing is not None:
-            tracing.shutdown()
+        finish_eval(the_agent)
         if own:
             store.close()
 
 
+def prepare_eval(cfg: EvalConfig) -> tuple[list[Task | TaskLoadError], Any]:
+    """The start-up `evaluate` and `metaopt eval` share: `cfg`'s tasks and its agent. Raises
+    UserError; touches no store. Then trace_agent(agent, store), and finish_eval(agent) when done."""
+    return cfg.load_tasks(), cfg.build_agent()
+
+
+def trace_agent(agent: Any, store: Store) -> None:
+    """Record the agent's spans in `store` (an agent that records none is left as it is)."""
+    from metaopt.traces.tracing import Tracing
+
+    if hasattr(agent, "tracing"):
+        agent.tracing = Tracing.for_store(store)
+
+
+def run_evaluation(cfg: EvalConfig, tasks: list[Task | TaskLoadError], agent: Any, *, store: Store, backend: Any,
+                   run_id: str, executor: Any = None, on_trial: Any = None) -> EvalResult:
+    """run_eval with `cfg`'s trials, concurrency, timeout multiplier and dataset."""
+    from metaopt.evaluation import run_eval
+
+    return run_eval(tasks, agent, benchmark=cfg.benchmark, backend=backend, store=store, trials=cfg.trials,
+                    concurrency=cfg.concurrency, timeout_multiplier=cfg.timeout_multiplier, run_id=run_id,
+                    dataset=str(cfg.dataset) if cfg.dataset else None, executor=executor,
+                    on_trial=on_trial)
+
+
+def finish_eval(agent: Any) -> None:
+    """Flush and stop the agent's tracing (prepare_eval set it up)."""
+    if getattr(agent, "tracing", None) is not None:
+        agent.tracing.shutdown()
+
+
 def run_experiment(config: RunConfig, *, harness: str | Path = "minimal", store: Store | None = None,
-                   backend: Any = None, tasks: list[Task | TaskLoadError] | None = None) -> dict[str, Any]:
+                   backend: Any = None, tasks: list[Task | TaskLoadError] | None = None) -> RunReport:
     """Optimize `harness` as `metaopt run` does: propose revisions from traces, keep only what the
     gate accepts, then score the sealed test split once. Returns the run's report."""
-    from metaopt.meta_agent.experiment import plan_experiment, start_experiment
+    from metaopt.meta_agent.experiment import plan_experiment
     from metaopt.traces.tracing import Tracing
 
     plan = plan_experiment(config, str(harness), tasks)
@@ -96,12 +127,23 @@ def run_experiment(config: RunConfig, *, harness: str | Path = "minimal", store:
     store = open_store() if store is None else store
     tracing = Tracing.for_store(store)
     try:
-        experiment = start_experiment(plan, store=store, backend=backend or docker_backend(), tracing=tracing)
-        return experiment.run()
+        return open_experiment(plan, store=store, backend=backend, tracing=tracing).run()
     finally:
         tracing.shutdown()
         if own:
             store.close()
+
+
+def open_experiment(plan: Plan | ExperimentRecord, *, store: Store, backend: Any = None, **hooks: Any) -> Experiment:
+    """The start-up `run_experiment` and `metaopt run` share: a new experiment recorded from `plan`
+    (meta_agent.experiment.plan_experiment), or the interrupted one `plan` is the record of
+    (find_experiment), ready to run. `hooks`: tracing, executor, on_trial, on_event."""
+    from metaopt.meta_agent.experiment import Plan, resume_experiment, start_experiment
+
+    backend = backend or docker_backend()
+    if isinstance(plan, Plan):
+        return start_experiment(plan, store=store, backend=backend, **hooks)
+    return resume_experiment(plan, store=store, backend=backend, **hooks)
 
 
 def export(candidate: str, format: str, out: str | Path, *, db: str | Path = DEFAULT_DB,

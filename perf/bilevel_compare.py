@@ -112,15 +112,15 @@ def one(strategy: str, seed: int, args, root: Path, backend) -> dict:
                                tracing=None)
         exp.proposer = RandomProposer(seed)
         out = exp.run()
-        vals = [c["val_mean"] for c in out["candidates"] if c["status"] in ("baseline", "accepted")
-                and c["val_mean"] is not None]
+        vals = [c.val_mean for c in out.candidates if c.status in ("baseline", "accepted")
+                and c.val_mean is not None]
         trials = store.rows("SELECT count(*) AS n FROM trials WHERE experiment_id = ? AND split <> 'test'",
                             [exp.id])[0]["n"]
-        dropped = sum(1 for c in out["candidates"] if c["status"] == "invalid")
+        dropped = sum(1 for c in out.candidates if c.status == "invalid")
     gain = (max(vals) - vals[0]) if vals else 0.0
     return {"strategy": strategy, "seed": seed, "gain": gain, "trials": trials, "gain_per_100_trials": 100 * gain / trials,
-            "test": out["best_test_score"], "baseline_test": out["baseline_test_score"], "iterations": out["iterations"],
-            "accepted": out["accepted"], "dropped_before_trials": dropped, "stop": out["stop_reason"],
+            "test": out.best_test_score, "baseline_test": out.baseline_test_score, "iterations": out.iterations,
+            "accepted": out.accepted, "dropped_before_trials": dropped, "stop": out.stop_reason,
             "seconds": round(time.monotonic() - t0, 1)}
 
 

@@ -77,8 +77,8 @@ def main() -> None:
         "trial_s_median": statistics.median(t["duration_s"] for t in trials if t["duration_s"]),
         "val_bpb": {"n": len(bpb), "min": min(bpb), "max": max(bpb), "mean": statistics.fmean(bpb)} if bpb else None,
         "baseline_val_bpb": next((b for b in base if b), None),
-        "candidates": [(c["id"].rsplit("/", 1)[-1], c["status"]) for c in out["candidates"]],
-        "stop": out["stop_reason"], "mechanism_calls": calls, "ladder": checks, "bilevel": out.get("bilevel")},
+        "candidates": [(c.id.rsplit("/", 1)[-1], c.status) for c in out.candidates],
+        "stop": out.stop_reason, "mechanism_calls": calls, "ladder": checks, "bilevel": out.bilevel},
         default=str))
 
 

@@ -156,8 +156,8 @@ def test_a_crash_in_generated_code_switches_it_off_rolls_it_back_and_the_run_goe
     assert back and "back to the set of iteration" in back[-1].reason
     assert all(bad.mechanism_hash not in c.mechanisms for c in cands if c.iteration > crash[0].iteration)
     # the experiment went on after the crash: iterations 6 and 7 ran, the test split was read
-    assert max(c.iteration for c in cands) == 7 and scenario["out"]["best_test_score"] is not None
-    assert scenario["out"]["bilevel"]["level2_sessions"] == 3
+    assert max(c.iteration for c in cands) == 7 and scenario["out"].best_test_score is not None
+    assert scenario["out"].bilevel["level2_sessions"] == 3
 
 
 def test_the_explorer_and_the_terminal_show_source_ladder_calls_and_judgement(scenario):
@@ -193,7 +193,7 @@ def test_heuristic_meta_model_uses_level_15_and_the_builtins_only(tmp_path, back
     assert any(c.effect == "not shown: the heuristic proposer takes no text" for c in calls if c.hook == "guidance")
     assert params, "Level 1.5 wrote no search parameters"
     assert not [c for c in calls if c.status != "ok"]
-    assert out["bilevel"]["level2_sessions"] == 0
+    assert out.bilevel["level2_sessions"] == 0
 
 
 def test_a_resumed_bilevel_experiment_restores_mechanism_state_and_search_params(tmp_path, backend):

@@ -51,6 +51,6 @@ def test_second_proposal_sees_the_rejection_claims_are_checked_and_dead_changes_
         assert sessions[i][0]["name"] == "invoke_agent meta-agent"
         assert {s["operation_name"] for s in sessions[i]} == {"invoke_agent", "chat", "execute_tool"}
     assert [n.text for n in notes][:1] == ["ask for care"] and len(notes) == 3
-    assert [x["proposal_trace_id"] for x in out["candidates"][1:]] == [c[i].proposal_trace_id for i in (1, 2, 3)]
-    assert out["candidates"][3]["prediction_check"]["verdict"] == "as_claimed"
-    assert out["candidates"][2]["predictions"]["cause"] == "no way to check files"
+    assert [x.proposal_trace_id for x in out.candidates[1:]] == [c[i].proposal_trace_id for i in (1, 2, 3)]
+    assert out.candidates[3].prediction_check["verdict"] == "as_claimed"
+    assert out.candidates[2].predictions["cause"] == "no way to check files"

@@ -78,7 +78,7 @@ def test_two_real_proposals_reach_the_guard_and_the_second_consults_the_history(
         first = next(g for g in gates if g.candidate_id == c.candidate_id)
         assert (first.stage == "guard" and first.reason.startswith("invalid: ")) or first.stage in ("smoke", "screen")
         assert c.predictions is not None and c.proposal_trace_id in sessions
-    assert len(written) >= 2, f"{len(written)} proposal(s) with a revision: {out['stop_reason']}"
+    assert len(written) >= 2, f"{len(written)} proposal(s) with a revision: {out.stop_reason}"
     second = sessions[written[1].proposal_trace_id]
     called = {s["tool_name"] for s in second if s["operation_name"] == "execute_tool"}
     assert called & HISTORY_TOOLS, f"the second session called {sorted(called)}"

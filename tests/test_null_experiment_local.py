@@ -32,15 +32,15 @@ def test_flaky_model_and_placebo_proposer_accept_nothing(tmp_path, backend, seed
         rows = store.select(GateDecision, "experiment_id = ?", [exp.id])
         saved = store.select(Spend, "experiment_id = ? AND kind = 'saved'", [exp.id])
         passed = store.rows("SELECT avg(score) AS p FROM trials WHERE experiment_id = ?", [exp.id])[0]["p"]
-    assert out["iterations"] == 10 and out["stop_reason"] == "max iterations (10) reached", out["stop_reason"]
-    assert out["accepted"] == 0 and out["best_candidate"] == cands[0].candidate_id
+    assert out.iterations == 10 and out.stop_reason == "max iterations (10) reached", out.stop_reason
+    assert out.accepted == 0 and out.best_candidate == cands[0].candidate_id
     assert all("placebo: appended neutral sentence" in c.rationale for c in cands[1:])
     assert 0.35 < passed < 0.65  # the noise is real: about half the trials pass
     # The selection did its job on most proposals; the rows say what rule ran and what alpha went.
     assert {r.stage for r in rows} >= {"screen", "select"}
     assert all(r.rule.startswith("Staged gate, experiment-wise alpha = 0.05") for r in rows)
     assert all(r.alpha_spent is not None for r in rows)
-    assert sum(r.alpha_spent for r in rows) == pytest.approx(out["alpha_committed"]) and out["alpha_committed"] <= 0.05
+    assert sum(r.alpha_spent for r in rows) == pytest.approx(out.alpha_committed) and out.alpha_committed <= 0.05
     assert all((r.alpha_spent > 0) == (r.stage == "confirm" and r.details["look"] == 1) for r in rows)
-    assert saved and all(s.trials > 0 for s in saved) and out["validation_trials_saved"] == sum(s.trials for s in saved)
-    assert out["best_validation_gain"] is None
+    assert saved and all(s.trials > 0 for s in saved) and out.validation_trials_saved == sum(s.trials for s in saved)
+    assert out.best_validation_gain is None

@@ -36,8 +36,8 @@ def test_heuristic_run_on_local_sandboxes_improves_and_explains_itself(tmp_path,
         cands = store.select(Candidate, "experiment_id = ?", [exp.id], order="iteration")
         decisions = store.select(GateDecision, "experiment_id = ?", [exp.id])
         view = explorer.experiment(store, exp.id)
-    assert out["accepted"] >= 1 and out["best_test_score"] > out["baseline_test_score"], out
-    gain = out["best_validation_gain"]  # beside the sealed test score: the validation gain, selection taken into account
+    assert out.accepted >= 1 and out.best_test_score > out.baseline_test_score, out
+    gain = out.best_validation_gain  # beside the sealed test score: the validation gain, selection taken into account
     assert gain["confirmation_gain"] > 0 and gain["adjusted_ci"][0] <= gain["adjusted_gain"] <= gain["adjusted_ci"][1]
     shown = [d for c in view["candidates"] for d in c["decisions"] if d["estimate"]]
     assert shown and shown[-1]["estimate"]["adjusted_gain"] == pytest.approx(gain["adjusted_gain"])
@@ -80,7 +80,7 @@ def test_an_interrupted_experiment_resumes_and_reruns_nothing(tmp_path, backend)
         n_trials = store.rows("SELECT count(*) AS n FROM trials WHERE experiment_id = ?", [exp.id])[0]["n"]
     again = seen[len(first):]
     assert not set(again) & set(first), "a finished trial ran again"
-    assert n_trials == len(set(seen)) and out["accepted"] >= 1
+    assert n_trials == len(set(seen)) and out.accepted >= 1
     assert find_experiment(db, exp.id).status == "finished"
 
 

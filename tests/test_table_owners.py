@@ -19,15 +19,7 @@ ROOT = Path(__file__).parents[1]
 STANDALONE = ("metaopt/benchmarks/samples", "metaopt/benchmarks/gptpretrain/files", "metaopt/export/files",
               "metaopt/benchmarks/spreadsheet/compare.py", "metaopt/benchmarks/spreadsheet/evaluate.py")
 
-# Temporary, until the decision-path rewrite lands: another helper is moving these modules' SQL
-# into metaopt/meta_agent/ledger.py (and the ledger's writes next to the tables' owner). The lead
-# empties this set after merging it; a listed file without a violation fails the test.
-PENDING_PATH = {
-    "metaopt/meta_agent/ledger.py",
-    "metaopt/meta_agent/optimize.py",
-    "metaopt/meta_agent/staged.py",
-    "metaopt/meta_agent/experiment.py",
-}
+PENDING_PATH: set[str] = set()  # files exempt while their SQL moves to its owner (none now)
 
 SQL = re.compile(r"\b(SELECT|INSERT\s+INTO|UPDATE|DELETE\s+FROM|CREATE\s+TABLE|ALTER\s+TABLE|DROP\s+TABLE|DESCRIBE)\b")
 WRITE = re.compile(r"\b(INSERT\s+INTO|UPDATE|DELETE\s+FROM|CREATE\s+TABLE(?:\s+IF\s+NOT\s+EXISTS)?|ALTER\s+TABLE"

@@ -21,7 +21,6 @@ from metaopt.cli.common import (
     progress,
     sigterm_as_interrupt,
     split_ids,
-    tracing,
 )
 
 
@@ -56,7 +55,8 @@ def eval_cmd(
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object with the results on stdout."),
 ) -> None:
     """Run an agent on a benchmark's tasks and score every trial with the task's own verifier."""
-    from metaopt.evaluation import new_run_id, run_eval
+    from metaopt.api import finish_eval, prepare_eval, run_evaluation, trace_agent
+    from metaopt.evaluation import new_run_id
     from metaopt.evaluation.config import EvalConfig
     from metaopt.traces.store import Store
 
@@ -65,29 +65,24 @@ def eval_cmd(
                 tasks=split_ids(tasks), agent=agent, model=model, harness=harness, base_url=base_url, trials=trials,
                 concurrency=concurrency, timeout_multiplier=timeout_multiplier, gpus=gpus, executor=executor,
                 ray_address=ray_address)
-    task_list = cfg.load_tasks()
-    the_agent = cfg.build_agent()
+    task_list, the_agent = prepare_eval(cfg)  # every check before the Docker daemon and the store are touched
     docker = backend(image_map, cfg.executor)
     runner = executor_for(cfg.executor, cfg.ray_address, docker)
     store = Store(db)
-    if hasattr(the_agent, "tracing"):
-        the_agent.tracing = tracing(store)
+    trace_agent(the_agent, store)
     run_id = new_run_id()
     bar_view = progress(f"{benchmark} / {the_agent.name}", transient=as_json)
     try:
         with bar_view:
             bar = bar_view.add_task("eval", total=len(task_list) * cfg.trials, last="")
-            result = run_eval(task_list, the_agent, benchmark=benchmark, backend=docker, store=store,
-                              trials=cfg.trials, concurrency=cfg.concurrency,
-                              timeout_multiplier=cfg.timeout_multiplier, run_id=run_id,
-                              dataset=str(dataset) if dataset else None, executor=runner,
-                              on_trial=lambda r: bar_view.update(bar, advance=1, last=f"{r.task_id}: {r.status}"))
+            result = run_evaluation(cfg, task_list, the_agent, store=store, backend=docker, run_id=run_id,
+                                    executor=runner,
+                                    on_trial=lambda r: bar_view.update(bar, advance=1, last=f"{r.task_id}: {r.status}"))
     except KeyboardInterrupt:
         err.print(f"interrupted: finished trials of {run_id} are in {db}; containers removed")
         raise typer.Exit(130)
     finally:
-        if getattr(the_agent, "tracing", None) is not None:
-            the_agent.tracing.shutdown()
+        finish_eval(the_agent)
         store.close()
     if as_json:
         print(json.dumps(result.to_json()))

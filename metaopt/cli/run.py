@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 from rich.console import Console
@@ -24,6 +25,9 @@ from metaopt.cli.common import (
     tracing,
 )
 from metaopt.meta_agent.config import default
+
+if TYPE_CHECKING:
+    from metaopt.meta_agent.report import RunReport
 
 FLAGS = {"time_limit_s": "--time-limit", "split": "--split", "bilevel": "--bilevel-set", "gate": "--gate-set"}
 
@@ -62,9 +66,10 @@ def run_cmd(
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object at the end."),
 ) -> None:
     """Optimize a harness: propose revisions from traces, keep only what the gate accepts."""
+    from metaopt.api import open_experiment
     from metaopt.core.errors import UserError
     from metaopt.meta_agent.config import RunConfig
-    from metaopt.meta_agent.experiment import find_experiment, plan_experiment, resume_experiment, start_experiment
+    from metaopt.meta_agent.experiment import find_experiment, plan_experiment
     from metaopt.meta_agent.search.bilevel.config import BilevelConfig
     from metaopt.meta_agent.sequential import SequentialRule
     from metaopt.meta_agent.splits import parse_split
@@ -107,8 +112,7 @@ def run_cmd(
         bar, advance=1, last=f"{r.split} {r.task_id}: {r.status}"),
         "on_event": lambda line: bar_view.console.print(line, highlight=False, markup=False)}
     try:
-        experiment = (resume_experiment(record, store=store, **hooks) if plan is None
-                      else start_experiment(plan, store=store, **hooks))
+        experiment = open_experiment(record if plan is None else plan, store=store, **hooks)
     except BaseException as e:
         trace.shutdown()
         store.close()
@@ -146,47 +150,51 @@ def _seed_baseline(store, trace, job_dir: Path, experiment_id: str, train: list[
     err.print(f"baseline evidence: {len(r.imported)} train trials from {job_dir}", highlight=False)
 
 
-def _show(result: dict, as_json: bool) -> None:
+def _show(result: RunReport | dict, as_json: bool) -> None:
+    """Print the report (a finished experiment's stored one is a dict)."""
+    from metaopt.meta_agent.report import RunReport
+
+    r = RunReport.from_dict(result) if isinstance(result, dict) else result
     if as_json:
-        print(json.dumps(result, default=str))
+        print(json.dumps(result if isinstance(result, dict) else r.to_dict(), default=str))
     else:
-        report(result)
+        report(r)
 
 
-def report(r: dict) -> None:
+def report(r: RunReport) -> None:
     """The end-of-run report: sealed test scores with CIs, what was kept and why, spend."""
     from rich.markup import escape
     from rich.table import Table
 
     out = Console()
-    out.print(f"[bold]{r['experiment_id']}[/]  stopped: {r['stop_reason']}", highlight=False)
+    out.print(f"[bold]{r.experiment_id}[/]  stopped: {r.stop_reason}", highlight=False)
     t = Table(title="sealed test split (95% t-interval over tasks)")
     for c in ("harness", "score", "95% CI"):
         t.add_column(c)
-    t.add_row("baseline", f"{r['baseline_test_score']:.3f}", "[{:.3f}, {:.3f}]".format(*r["baseline_test_ci"]))
-    t.add_row(f"best ({r['best_candidate'].rsplit('/', 1)[-1]})", f"{r['best_test_score']:.3f}",
-              "[{:.3f}, {:.3f}]".format(*r["best_test_ci"]))
+    t.add_row("baseline", f"{r.baseline_test_score:.3f}", "[{:.3f}, {:.3f}]".format(*r.baseline_test_ci))
+    t.add_row(f"best ({r.best_candidate.rsplit('/', 1)[-1]})", f"{r.best_test_score:.3f}",
+              "[{:.3f}, {:.3f}]".format(*r.best_test_ci))
     out.print(t)
-    g = r.get("best_validation_gain")
+    g = r.best_validation_gain
     if g:  # the validation figure that picked the winner is optimistic; the fresh one, adjusted, is not
         out.print(f"validation gain of the best over its parent: {g['selection_gain']:+.3f} at selection "
                   f"(optimistic), {g['confirmation_gain']:+.3f} on fresh trials, adjusted {g['adjusted_gain']:+.3f} "
                   "[{:+.3f}, {:+.3f}]".format(*g["adjusted_ci"]), highlight=False)
-    for c in r["candidates"][1:]:
-        colour = {"accepted": "green", "rejected": "red", "invalid": "red", "inconclusive": "yellow"}.get(c["status"], "white")
-        out.print(f"[{colour}]{c['status']:>12}[/] {c['id'].rsplit('/', 1)[-1]}: {escape(c['rationale'] or '')}",
+    for c in r.candidates[1:]:
+        colour = {"accepted": "green", "rejected": "red", "invalid": "red", "inconclusive": "yellow"}.get(c.status, "white")
+        out.print(f"[{colour}]{c.status:>12}[/] {c.id.rsplit('/', 1)[-1]}: {escape(c.rationale or '')}",
                   highlight=False)
-    out.print(f"{r['accepted']} accepted of {r['iterations']} proposals; spend ${r['spend_usd']:.2f} "
-              f"(task ${r['spend']['task']:.2f}, meta ${r['spend']['meta']:.2f}); chart: {r['progress_png']}", highlight=False)
-    if "alpha_committed" in r:
-        out.print(f"experiment-wise alpha committed {r['alpha_committed']:.4f} of {r['alpha']:g}; "
-                  f"{r['validation_trials_saved']} validation trials saved by early stops", highlight=False)
-    for m in (r.get("bilevel") or {}).get("mechanisms", []):
+    out.print(f"{r.accepted} accepted of {r.iterations} proposals; spend ${r.spend_usd:.2f} "
+              f"(task ${r.spend['task']:.2f}, meta ${r.spend['meta']:.2f}); chart: {r.progress_png}", highlight=False)
+    if r.alpha_committed is not None:
+        out.print(f"experiment-wise alpha committed {r.alpha_committed:.4f} of {r.alpha:g}; "
+                  f"{r.validation_trials_saved} validation trials saved by early stops", highlight=False)
+    for m in (r.bilevel or {}).get("mechanisms", []):
         out.print(f"mechanism {m['name']} ({m['origin']} {m['hash']}): {m['status']}"
                   + (f": {escape(m['reason'])}" if m["reason"] else ""), highlight=False)
-    if r.get("bilevel"):
-        out.print(f"mechanisms in detail: metaopt traces mechanisms {r['experiment_id']}", highlight=False, soft_wrap=True)
-    out.print(f"export the best: metaopt export {r['best_candidate']} --format python --out DIR", highlight=False,
+    if r.bilevel:
+        out.print(f"mechanisms in detail: metaopt traces mechanisms {r.experiment_id}", highlight=False, soft_wrap=True)
+    out.print(f"export the best: metaopt export {r.best_candidate} --format python --out DIR", highlight=False,
               soft_wrap=True)  # one line, whatever the terminal width: users copy it
 
 

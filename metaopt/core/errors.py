@@ -197,11 +197,6 @@ class HostStartError(TaskFailure):
     message says why). Recorded as that mechanism's refusal; never raised out of the outer loop."""
 
 
-class CandidateRefused(TaskFailure):
-    """For the task: a child's trial inside the staged gate was tampered. The candidate is recorded
-    as invalid with this message; never raised out of its iteration."""
-
-
 class ScanExhausted(TaskFailure):
     """For the task: the tamper scan spent its wall-time budget on files the agent chose to change.
     Recorded as `tampered` (`scan-exhausted`); never raised out of the scan."""

@@ -19,6 +19,7 @@ from typing import Any
 from metaopt.benchmarks.registry import load_benchmark, with_gpus
 from metaopt.benchmarks.task import Task
 from metaopt.core.errors import StoreError, UserError
+from metaopt.meta_agent import records
 from metaopt.meta_agent.config import RunConfig
 from metaopt.meta_agent.ledger import Ledger
 from metaopt.meta_agent.optimize import Experiment
@@ -75,7 +76,7 @@ def find_experiment(db: Path, experiment_id: str) -> ExperimentRecord:
     if not Path(db).exists():
         raise UserError(f"no store at {db}", field="--resume")
     with Store(db, read_only=True) as probe:
-        has = probe.rows("SELECT 1 FROM information_schema.tables WHERE table_name = 'experiments'")
+        has = probe.has_table("experiments")
         record = Ledger(probe, experiment_id).experiment() if has else None
     if record is None:
         raise UserError(f"no experiment '{experiment_id}' in {db}", field="--resume")
@@ -91,8 +92,7 @@ def resume_experiment(record: ExperimentRecord, *, store: Store, backend: Any, t
     if record.status == "finished":
         raise StoreError(f"experiment {record.experiment_id} is finished; nothing to resume")
     executor = kw.get("executor")  # a cluster's containers are on its nodes: each node cleans its own
-    for r in store.rows("SELECT run_id FROM runs WHERE starts_with(run_id, ?) AND status <> 'finished'",
-                        [record.experiment_id + "/"]):
-        (executor.cleanup if executor is not None else backend.prune)(r["run_id"])
+    for run_id in records.unfinished_runs(store, record.experiment_id):
+        (executor.cleanup if executor is not None else backend.prune)(run_id)
     return Experiment(cfg, load_tasks(cfg) if tasks is None else tasks, record.splits, None, store=store, backend=backend,
                       experiment_id=record.experiment_id, **kw)

@@ -21,6 +21,27 @@ from pydantic import BaseModel, ConfigDict, Field
 Scores = dict[str, list[float | None]]
 """Task id -> the K trials' scores in [0, 1] (higher is better); None = the trial errored."""
 
+
+class CandidateScores(BaseModel):
+    """A candidate's trial scores so far, per split (what the gate compares)."""
+
+    model_config = ConfigDict(extra="forbid")
+    train: Scores = Field(default_factory=dict)
+    validation: Scores = Field(default_factory=dict)
+
+
+def charged(parent: Scores, child: Scores) -> Scores:
+    """The child's scores with its errored trials counted as failures (0) on every task where the
+    parent had no error: an error the child brought is the child's failure, not missing data."""
+    return {t: [0.0 if x is None and parent.get(t) and None not in parent[t] else x for x in trials]
+            for t, trials in child.items()}
+
+
+def mean(scores: Scores) -> float:
+    """Mean over tasks of the per-task mean of scored trials (errors excluded); 0 when none."""
+    per = [sum(s) / len(s) for s in ([x for x in v if x is not None] for v in scores.values()) if s]
+    return sum(per) / len(per) if per else 0.0
+
 ASSUMED_TASK_VARIANCE = 0.075
 """Per-task trial variance assumed when the floor cannot be measured (K = 1): binary tasks, 30% of
 them flaky at p = 0.5 (variance 0.25), the rest deterministic -> 0.3 * 0.25 (optimizer-lessons §3)."""

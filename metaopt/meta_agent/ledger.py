@@ -1,21 +1,28 @@
 """The experiment ledger: experiments, candidates, gate decisions and spend, as typed store rows.
 
-Everything the optimizer decides is written here before it acts on it, so a reader (or a resumed
-run) can explain every step from the store alone.
+The only writer of decisions: candidates, their gate rows and statuses (`record`, from a
+Judgement), head moves and the experiment's end. Everything the optimizer decides is written here
+before it acts on it, so a reader (or a resumed run) can explain every step from the store alone.
 """
 
 from __future__ import annotations
 
 import difflib
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from metaopt.evaluation.result import TrialResult
+from metaopt.meta_agent import records
+from metaopt.meta_agent.error_control import AlphaSpending
 from metaopt.meta_agent.liveness import Liveness
 from metaopt.meta_agent.predictions import Manifest, PredictionCheck
 from metaopt.meta_agent.records import Candidate, ExperimentRecord, GateDecision, Spend, SpendKind, Stage, Status
+from metaopt.meta_agent.sequential import Look, SequentialRule
 from metaopt.task_agent.harness import Harness
 from metaopt.traces.store import Store, now
+
+if TYPE_CHECKING:
+    from metaopt.meta_agent.judge import Judgement
 
 
 class Ledger:
@@ -32,9 +39,7 @@ class Ledger:
         return found[0] if found else None
 
     def finish(self, status: str, result: dict[str, Any] | None = None) -> None:
-        self.store.con.execute("UPDATE experiments SET status = ?, finished_at = ?, result = ? WHERE experiment_id = ?",
-                               [status, now(), json.dumps(result, default=str) if result is not None else None,
-                                self.id])
+        records.finish_experiment(self.store, self.id, status, now(), result)
 
     # -- candidates ------------------------------------------------------------------------
     def add_candidate(self, cid: str, harness: Harness, *, iteration: int, status: Status, parent: Harness | None = None,
@@ -52,19 +57,49 @@ class Ledger:
         return c
 
     def set_status(self, cid: str, status: str, reason: str) -> None:
-        self.store.con.execute("UPDATE candidates SET status = ?, status_reason = ? WHERE candidate_id = ?",
-                               [status, reason, cid])
+        records.set_candidate_status(self.store, cid, status, reason)
 
     def set_checks(self, cid: str, check: PredictionCheck | None, liveness: Liveness | None) -> None:
         """Record what the candidate's claim and its spans showed (meta_agent.memory)."""
-        self.store.con.execute("UPDATE candidates SET prediction_check = ?, liveness = ? WHERE candidate_id = ?",
-                               [check.model_dump_json() if check else None,
-                                liveness.model_dump_json() if liveness else None, cid])
+        records.set_candidate_checks(self.store, cid, check, liveness)
 
     def candidates(self) -> list[Candidate]:
         return self.store.select(Candidate, "experiment_id = ?", [self.id], order="iteration")
 
     # -- decisions and spend ---------------------------------------------------------------
+    def record(self, j: Judgement, rule: str) -> None:
+        """Write a judgement: its gate rows in order (a look already written before an interruption
+        is not written again), the validation trials its early stops saved, then the candidate's
+        status and what its claim check and liveness found."""
+        cid = j.candidate_id
+        written = {(d.stage, (d.details or {}).get("look")) for d in self.store.select(
+            GateDecision, "experiment_id = ? AND candidate_id = ?", [self.id, cid])}
+        *steps, closing = j.steps
+        for s in steps:
+            if s.stage not in ("select", "confirm") or (s.stage, (s.numbers.get("details") or {}).get("look")) not in written:
+                self.decision(cid, j.parent_id, s.stage, s.outcome, s.reason, rule, **s.numbers)
+        booked = records.saved_booked(self.store, self.id, cid)
+        if j.saved is not None and not booked:
+            trials, usd, note = j.saved
+            self.spend("saved", cid, note, usd, trials=trials)
+        self.decision(cid, j.parent_id, closing.stage, closing.outcome, closing.reason, rule, **closing.numbers)
+        self.set_status(cid, j.decision, j.reason)
+        if closing.stage != "filter":
+            self.set_checks(cid, j.check, j.liveness)
+
+    def accepted_look(self, cid: str) -> Look | None:
+        """The confirm look that accepted `cid` (its details hold the Look), or None."""
+        rows = self.store.select(GateDecision, "experiment_id = ? AND candidate_id = ? AND stage = 'confirm' "
+                                 "AND outcome = 'accept'", [self.id, cid])
+        return Look.model_validate(rows[-1].details) if rows and rows[-1].details else None
+
+    def spending(self, gate: SequentialRule) -> AlphaSpending:
+        """The experiment's alpha state, from its confirm rows in candidate order."""
+        order = {c.candidate_id: c.iteration for c in self.candidates()}
+        rows = self.store.select(GateDecision, "experiment_id = ? AND stage = 'confirm'", [self.id])
+        rows.sort(key=lambda d: (order.get(d.candidate_id, 1 << 30), d.decided_at))
+        return AlphaSpending.from_rows([d.model_dump() for d in rows], alpha=gate.alpha, spend=gate.spend)
+
     def decision(self, cid: str, parent_id: str | None, stage: Stage, outcome: str, reason: str, rule: str,
                  **numbers: Any) -> None:
         numbers.setdefault("alpha_spent", 0.0)  # only a confirmation's first look commits alpha
@@ -78,18 +113,19 @@ class Ledger:
 
     def saved_trials(self) -> int:
         """Validation trials the staged gate's early stops did not run, over the experiment."""
-        return int(self.store.rows("SELECT coalesce(sum(trials), 0) AS n FROM budget_ledger WHERE experiment_id = ? "
-                                   "AND kind = 'saved'", [self.id])[0]["n"])
+        return records.saved_trials(self.store, self.id)
 
     def spent(self) -> dict[str, float]:
-        rows = self.store.rows("SELECT kind, coalesce(sum(usd), 0) AS usd FROM budget_ledger WHERE experiment_id = ? "
-                               "GROUP BY kind", [self.id])
         out = {"task": 0.0, "meta": 0.0}
-        out.update({r["kind"]: float(r["usd"]) for r in rows})
+        out.update(records.spend_by_kind(self.store, self.id))
         return out
 
     def trials_run(self) -> int:
-        return self.store.rows("SELECT count(*) AS n FROM trials WHERE experiment_id = ?", [self.id])[0]["n"]
+        return records.trial_count(self.store, self.id)
+
+    def failing_trials(self, cid: str) -> list[str]:
+        """Ids of `cid`'s train trials that did not pass, in task and attempt order."""
+        return records.failing_train_trials(self.store, self.id, cid)
 
     def trials(self, cid: str, split: str) -> list[TrialResult]:
         return self.store.select(TrialResult, "experiment_id = ? AND candidate_id = ? AND split = ?",

@@ -2,7 +2,6 @@
 
     screen_tasks(failing, manifest)             the screen runs the parent's failing train tasks
                                                 plus the manifest's keeps (so they can be checked)
-    liveness(ledger, parent, child, split)      did the child's changes run in its trials of `split`
     judged(outcome_status, reason, live)        a candidate whose changes never ran is inconclusive
     claim(manifest, parent_train, child_train)  the manifest checked against the train results
 
@@ -13,11 +12,14 @@ gate said (their rows keep their own outcome), and the history says so to the ne
 
 from __future__ import annotations
 
-from metaopt.meta_agent.gate import Scores
-from metaopt.meta_agent.ledger import Ledger
-from metaopt.meta_agent.liveness import Liveness, measure
+from typing import TYPE_CHECKING
+
 from metaopt.meta_agent.predictions import Manifest, PredictionCheck, check
-from metaopt.task_agent.harness import Harness
+
+if TYPE_CHECKING:
+    from metaopt.meta_agent.gate import Scores
+    from metaopt.meta_agent.liveness import Liveness
+    from metaopt.meta_agent.records import Status
 
 
 def screen_tasks(failing: list[str], manifest: Manifest | None) -> list[str]:
@@ -25,13 +27,7 @@ def screen_tasks(failing: list[str], manifest: Manifest | None) -> list[str]:
     return [*failing, *keeps]
 
 
-def liveness(ledger: Ledger, parent: Harness, child: Harness, pid: str, cid: str, split: str) -> Liveness:
-    ids = [r.trial_id for r in ledger.trials(cid, split)]
-    parent_ids = [r.trial_id for r in ledger.trials(pid, split)]
-    return measure(ledger.store, parent, child, ids, parent_ids, split)
-
-
-def judged(status: str, reason: str, live: Liveness) -> tuple[str, str]:
+def judged(status: Status, reason: str, live: Liveness) -> tuple[Status, str]:
     """(status, reason) once liveness is known: never accepted or rejected on changes that did not run."""
     if live.live is False:
         return "inconclusive", f"inconclusive: not live: {live.reason} (the {live.split} result, '{status}', is noise)"

@@ -13,35 +13,36 @@
                        train results, liveness: a change that never ran is inconclusive)
     test: baseline and best, x K, once
 
-Every trial is keyed by (experiment, candidate, split, task, attempt) through a deterministic run
-id, so a resumed experiment re-runs nothing that finished; every decision is a ledger row written
-first. Starting and resuming an experiment live in meta_agent.experiment.
+The loop is `Experiment._run`: propose -> guard -> judge (meta_agent.judge, through the Evaluator)
+-> ledger (the only writer of decisions). Every trial is keyed by (experiment, candidate, split,
+task, attempt) through a deterministic run id, so a resumed experiment re-runs nothing that
+finished. Starting and resuming an experiment live in meta_agent.experiment.
 """
 
 from __future__ import annotations
 
-import hashlib
 import random
 import time
 from collections.abc import Callable
 from typing import Any
 
-from metaopt.benchmarks.canary import canary_tasks, is_canary
+from metaopt.benchmarks.canary import canary_tasks
 from metaopt.benchmarks.task import Task
-from metaopt.core.errors import CandidateRefused
-from metaopt.evaluation import HarnessAgent, TrialResult, run_eval
+from metaopt.evaluation import TrialResult
 from metaopt.evaluation.runner import Executor
-from metaopt.meta_agent import memory, staged
 from metaopt.meta_agent.config import RunConfig
-from metaopt.meta_agent.gate import NoiseFloor, Scores, confidence_interval, screen
+from metaopt.meta_agent.evaluator import Evaluator
+from metaopt.meta_agent.gate import CandidateScores, NoiseFloor, Scores, confidence_interval, mean
 from metaopt.meta_agent.guard import Guard
+from metaopt.meta_agent.judge import Judgement, Parent, failing_tasks, judge, refusal
 from metaopt.meta_agent.ledger import Ledger
-from metaopt.meta_agent.liveness import Liveness
 from metaopt.meta_agent.plot import write_progress_png
 from metaopt.meta_agent.proposers import Evidence, Revision, get_proposer
-from metaopt.meta_agent.records import Candidate, CandidateScores, CandidateView, Stage
+from metaopt.meta_agent.records import Candidate, CandidateView
+from metaopt.meta_agent.report import CandidateReport, RunReport
 from metaopt.meta_agent.search.strategies import get_strategy
 from metaopt.meta_agent.search.strategies.hooks import NoSearch, bind_search
+from metaopt.meta_agent.search.view import SearchView
 from metaopt.meta_agent.sequential import rule_text
 from metaopt.meta_agent.staged import preflight
 from metaopt.task_agent.harness import Harness
@@ -54,68 +55,24 @@ class Experiment:
                  on_event: Callable[[str], None] = lambda line: None,
                  on_trial: Callable[[TrialResult], None] = lambda r: None,
                  executor: Executor | None = None):
-        self.cfg, self.store, self.backend, self.tracing, self.say = cfg, store, backend, tracing, on_event
-        self.on_trial, self.executor = on_trial, executor
-        self.tasks = {t.id: t for t in tasks if isinstance(t, Task)}
-        canaries = canary_tasks(cfg.benchmark) if cfg.canary else []
-        self.canaries = [t.id for t in canaries]  # never in a split: smoke runs only
-        self.tasks.update({t.id: t for t in canaries})
+        self.cfg, self.store, self.tracing, self.say = cfg, store, tracing, on_event
+        by_id = {t.id: t for t in tasks if isinstance(t, Task)}
+        canaries = canary_tasks(cfg.benchmark) if cfg.canary else []  # never in a split: smoke runs only
+        by_id.update({t.id: t for t in canaries})
         self.splits, self.start, self.id = splits, start, experiment_id
         self.ledger = Ledger(store, experiment_id)
+        self.evaluator = Evaluator(cfg, by_id, splits, self.ledger, canaries=[t.id for t in canaries],
+                                   backend=backend, tracing=tracing, executor=executor, on_trial=on_trial)
         self.proposer = get_proposer(cfg.meta_model)
         self.strategy = get_strategy(cfg.strategy)
         self.search: Any = NoSearch()  # the outer-loop seam (strategies/hooks.py); bound when the run starts
-        self.guard = Guard(list(self.tasks.values()))
+        self.guard = Guard(list(by_id.values()))
         self.scores: dict[str, CandidateScores] = {}
-        self._watch: dict[str, Scores] = {}  # child id -> its parent's validation scores, while it is judged
-        self.t0 = time.monotonic()
+        self.rule = rule_text(cfg.gate, cfg.trials)
 
-    # -- evaluation ------------------------------------------------------------------------
-    def evaluate(self, cid: str, harness: Harness, split: str, task_ids: list[str], k: int
-                 ) -> tuple[Scores, list[TrialResult]]:
-        agent = HarnessAgent(harness, self.cfg.model, base_url=self.cfg.base_url, tracing=self.tracing)
-        flying = [0]  # trials this run submitted that have not come back: the trial-count stop counts them
-
-        def stop() -> str | None:
-            if (why := self._spent_stop(flying[0])) is None:
-                flying[0] += 1  # run_eval submits one trial after each None
-            return why
-
-        def booked(r: TrialResult) -> None:
-            flying[0] -= 1
-            self._booked(cid, r)
-
-        result = run_eval([self.tasks[t] for t in task_ids], agent, benchmark=self.cfg.benchmark,
-                          backend=self.backend, store=self.store, trials=k, concurrency=self.cfg.concurrency,
-                          run_id=f"{cid}:{split}", dataset=self.cfg.dataset, executor=self.executor,
-                          extra={"experiment_id": self.id, "candidate_id": cid, "split": split}, on_trial=booked,
-                          stop=None if split == "test" else stop)  # the sealed test always runs whole
-        scores: Scores = {t: [None] * k for t in task_ids}
-        for r in result.rows:  # the run may hold more (other tasks, later attempts): a later stage ran them
-            if r.task_id in scores and r.attempt < k:
-                scores[r.task_id][r.attempt] = r.score
-        if cid in self._watch and split in ("validation", "confirm"):  # a child inside the staged gate
-            if bad := _refused(result.rows):
-                raise CandidateRefused(bad)
-            scores = _charged(self._watch[cid], scores)
-        return scores, result.rows
-
-    def _booked(self, cid: str, r: TrialResult) -> None:
-        self.ledger.spend("task", cid, r.trial_id, r.cost_usd, r.input_tokens or 0, r.output_tokens or 0)
-        self.on_trial(r)
-
-    def _spent_stop(self, in_flight: int = 0) -> str | None:
-        """The trial-count and budget stops, asked before each trial is submitted. The trial count
-        includes the `in_flight` trials, so it stops at exactly max_trials submitted, whichever
-        finish first (a run is repeatable); the budget stop overshoots by the trials in flight
-        (each booked in the ledger: their cost is known only when they end), never more."""
-        c = self.cfg
-        if c.max_trials is not None and self.ledger.trials_run() + in_flight >= c.max_trials:
-            return f"max trials ({c.max_trials}) reached"
-        spent = self.ledger.spent()
-        if c.budget_usd is not None and spent["task"] + spent["meta"] >= c.budget_usd:
-            return "budget spent"
-        return None
+    def view(self) -> SearchView:
+        """What a search strategy sees of this experiment (read-only)."""
+        return SearchView(self.id, self.cfg, self.proposer, self.evaluator.backend, self.say, self.ledger, self.scores)
 
     def stop_reason(self, iteration: int, since_gain: int, best_val: float) -> str | None:
         c = self.cfg
@@ -126,7 +83,7 @@ class Experiment:
             return f"budget spent (${spent['task'] + spent['meta']:.2f} of ${c.budget_usd:.2f})"
         if c.max_trials is not None and self.ledger.trials_run() >= c.max_trials:
             return f"max trials ({c.max_trials}) reached"
-        if c.time_limit_s is not None and time.monotonic() - self.t0 >= c.time_limit_s:
+        if c.time_limit_s is not None and time.monotonic() - self.evaluator.t0 >= c.time_limit_s:
             return f"time limit ({c.time_limit_s:.0f} s) reached"
         if c.target_score is not None and best_val >= c.target_score:
             return f"target score {c.target_score} reached on validation"
@@ -135,7 +92,7 @@ class Experiment:
         return None
 
     # -- the loop --------------------------------------------------------------------------
-    def run(self) -> dict[str, Any]:
+    def run(self) -> RunReport:
         """Run (or finish) the experiment and return its report. On interruption the experiment
         is marked `interrupted` (resumable) before the exception propagates."""
         try:
@@ -146,70 +103,24 @@ class Experiment:
         finally:
             self.search.close()
 
-    def _run(self) -> dict[str, Any]:
+    def _run(self) -> RunReport:
         rng = random.Random(self.cfg.seed)
-        k, train, val = self.cfg.trials, self.splits["train"], self.splits["validation"]
-        rule = rule_text(self.cfg.gate, k)
-        cands = self.ledger.candidates()
-        if not cands:
-            if self.start is None:  # a resume always finds its baseline recorded
-                raise ValueError(f"{self.id}: no candidate recorded and no starting harness given")
-            self.ledger.add_candidate(f"{self.id}/c0", self.start, iteration=0, status="baseline")
-            cands = self.ledger.candidates()
-        base = cands[0]
-        self.search = bind_search(self.strategy, self)
-        self.say(f"baseline: {len(train) + len(val)} tasks x {k} trials")
-        self.scores[base.candidate_id] = CandidateScores(
-            train=self.evaluate(base.candidate_id, base.harness, "train", train, k)[0],
-            validation=self.evaluate(base.candidate_id, base.harness, "validation", val, k)[0])
-        noise = NoiseFloor.measure(self.scores[base.candidate_id].validation)
-        self._estimate(k)
+        cands, noise = self._baseline()
         tried = {c.harness_hash for c in cands}
-        since_gain, iteration, stop = 0, len(cands), None
+        since_gain, iteration = 0, len(cands)
         for i, c in enumerate(cands[1:], start=1):  # resume: replay what was decided, finish what was not
-            since_gain = 0 if c.status == "accepted" else since_gain + 1
             if c.status == "pending":
-                cands[i] = c = self._judge(c, cands, noise, rule, k)
-                self.search.on_result(c)
-                since_gain = 0 if c.status == "accepted" else since_gain
-        while True:
-            best_val = _mean(self._val(self._incumbent(cands).candidate_id))
-            stop = self.stop_reason(iteration, since_gain, best_val)
-            if stop:
+                cands[i] = c = self._decide(c, cands, noise)
+            since_gain = 0 if c.status == "accepted" else since_gain + 1
+        while not (stop := self.stop_reason(iteration, since_gain, mean(self._val(_incumbent(cands))))):
+            proposed = self._propose(cands, iteration, rng, tried)
+            if isinstance(proposed, str):
+                stop = proposed
                 break
-            views = [self._view(c) for c in cands]
-            self.search.begin(iteration, views)
-            merged = self.strategy.merge(views, rng, tried) if iteration % 3 == 0 else None
-            if merged:
-                harness, parent_ids, why = merged  # GEPA-style: combine what two frontier candidates changed
-                parent = max((v for v in views if v.candidate_id in parent_ids), key=lambda v: v.val_mean)
-                rev, by = Revision(harness, why, cites=list(parent_ids)), "merge"
-            else:
-                parent = self.strategy.select(views, rng)
-                failing_ids = [r["trial_id"] for r in self.store.rows(
-                    "SELECT trial_id FROM trials WHERE experiment_id = ? AND candidate_id = ? AND split = 'train' "
-                    "AND (score IS NULL OR score < 1) ORDER BY task_id, attempt", [self.id, parent.candidate_id])]
-                evidence = Evidence(self.store, failing_ids, self.id, parent_id=parent.candidate_id,
-                                    allow_model_changes=self.cfg.allow_model_changes, tracing=self.tracing,
-                                    on_event=self.say, guidance=self.search.guidance(parent))
-                try:
-                    rev = self.proposer.propose(parent.harness, evidence, tried)
-                except Exception as e:  # noqa: BLE001 - a meta-model API failure: stop cleanly; --resume can go on later
-                    stop = f"the {self.proposer.name} proposer failed: {type(e).__name__}: {e}"
-                    break
-                by = self.proposer.name
-            if rev is None:
-                last = getattr(self.proposer, "last_run", {})
-                if last.get("usd"):  # what a proposal that produced nothing cost still counts
-                    self.ledger.spend("meta", None, "proposal without a revision", last["usd"])
-                if last.get("outcome") in ("max_turns", "stopped without a revision"):
-                    since_gain += 1  # a meta-agent session that wrote nothing: try again, up to the plateau
-                    self.say(f"  the {self.proposer.name} proposer wrote no revision ({last['outcome']})")
-                    continue
-                stop = f"the {self.proposer.name} proposer has nothing more to propose"
-                break
-            p_train = self.scores[parent.candidate_id].train
-            failing = [t for t in train if _mean({t: p_train[t]}) < 1.0]
+            if proposed is None:  # a meta-agent session that wrote nothing: try again, up to the plateau
+                since_gain += 1
+                continue
+            rev, parent, by = proposed
             cid = f"{self.id}/c{iteration}"
             tried.add(rev.harness.content_hash())
             drop = self.search.filter(rev, parent, cid)
@@ -221,173 +132,159 @@ class Experiment:
             self.ledger.spend("meta", cid, "proposal", rev.usd)
             self.say(f"c{iteration}: {rev.rationale}")
             cands.append(c)
-            cands[-1] = c = self._drop(c, drop, rule) if drop else self._judge(c, cands, noise, rule, k, failing)
-            self.search.on_result(c)
+            cands[-1] = c = self._decide(c, cands, noise, drop)
             since_gain = 0 if c.status == "accepted" else since_gain + 1
             iteration += 1
-        return self._finish(base, cands, k, stop or "")
+        return self._finish(cands, stop or "")
 
-    def _val(self, cid: str) -> Scores:
-        s = self.scores.get(cid)
+    def _decide(self, c: Candidate, cands: list[Candidate], noise: NoiseFloor, drop: str | None = None) -> Candidate:
+        """Guard, then judge `c` against its parent; the ledger records the judgement."""
+        parent = next(p for p in cands if p.candidate_id == c.parent_id)
+        problem = None if drop else self.guard.check(parent.harness, c.harness,
+                                                     allow_model_changes=self.cfg.allow_model_changes)
+        j: Judgement
+        if drop:
+            j = refusal(c, "filter", "drop", f"dropped before any trial: {drop}")
+        elif problem:
+            j = refusal(c, "guard", "fail", f"invalid: {problem}")
+        else:
+            j = judge(c, self._parent(parent, noise), self.evaluator)
+        self.ledger.record(j, self.rule)
+        for line in j.lines():
+            self.say(line)
+        if j.scores is not None:
+            self.scores[c.candidate_id] = j.scores
+        c = j.applied(c) if j.stage != "filter" else c.model_copy(update={"status": j.decision,
+                                                                         "status_reason": j.reason})
+        self.search.on_result(c)
+        return c
+
+    # -- the steps -------------------------------------------------------------------------
+    def _baseline(self) -> tuple[list[Candidate], NoiseFloor]:
+        """The candidates so far (the baseline recorded first), with the baseline measured K times."""
+        k, ev = self.cfg.trials, self.evaluator
+        cands = self.ledger.candidates()
+        if not cands:
+            if self.start is None:  # a resume always finds its baseline recorded
+                raise ValueError(f"{self.id}: no candidate recorded and no starting harness given")
+            self.ledger.add_candidate(f"{self.id}/c0", self.start, iteration=0, status="baseline")
+            cands = self.ledger.candidates()
+        base = cands[0]
+        self.search = bind_search(self.strategy, self.view())
+        train, val = self.splits["train"], self.splits["validation"]
+        self.say(f"baseline: {len(train) + len(val)} tasks x {k} trials")
+        self.scores[base.candidate_id] = CandidateScores(
+            train=ev.scores(base.candidate_id, base.harness, "train", train, k),
+            validation=ev.scores(base.candidate_id, base.harness, "validation", val, k))
+        noise = NoiseFloor.measure(self.scores[base.candidate_id].validation)
+        self._estimate(k)
+        return cands, noise
+
+    def _parent(self, p: Candidate, noise: NoiseFloor) -> Parent:
+        """`p` as a parent: its train and validation record (run now if this run has not got it:
+        a resumed experiment), the noise floor, the experiment's alpha state."""
+        k, ev, pid = self.cfg.trials, self.evaluator, p.candidate_id
+        if pid not in self.scores:
+            train = ev.scores(pid, p.harness, "train", self.splits["train"], k)
+            look = self.ledger.accepted_look(pid)  # a staged-gate winner is remembered by its confirmation
+            val = (ev.scores(pid, p.harness, "validation", self.splits["validation"], k) if look is None
+                   else ev.scores(pid, p.harness, "confirm", self.splits["validation"], look.child_trials))
+            self.scores[pid] = CandidateScores(train=train, validation=val)
+        s = self.scores[pid]
+        return Parent(p, s, noise, self.ledger.spending(self.cfg.gate), failing_tasks(self.splits["train"], s.train))
+
+    def _propose(self, cands: list[Candidate], iteration: int, rng: random.Random, tried: set[str]
+                 ) -> tuple[Revision, CandidateView, str] | str | None:
+        """(revision, parent, by), or why the run stops, or None: no revision this time, try again."""
+        views = [self._view(c) for c in cands]
+        self.search.begin(iteration, views)
+        merged = self.strategy.merge(views, rng, tried) if iteration % 3 == 0 else None
+        if merged:
+            harness, parent_ids, why = merged  # GEPA-style: combine what two frontier candidates changed
+            parent = max((v for v in views if v.candidate_id in parent_ids), key=lambda v: v.val_mean)
+            return Revision(harness, why, cites=list(parent_ids)), parent, "merge"
+        parent = self.strategy.select(views, rng)
+        evidence = Evidence(self.store, self.ledger.failing_trials(parent.candidate_id), self.id,
+                            parent_id=parent.candidate_id, allow_model_changes=self.cfg.allow_model_changes,
+                            tracing=self.tracing, on_event=self.say, guidance=self.search.guidance(parent))
+        name = self.proposer.name
+        try:
+            rev = self.proposer.propose(parent.harness, evidence, tried)
+        except Exception as e:  # noqa: BLE001 - a meta-model API failure: stop cleanly; --resume can go on later
+            return f"the {name} proposer failed: {type(e).__name__}: {e}"
+        if rev is not None:
+            return rev, parent, name
+        last = getattr(self.proposer, "last_run", {})
+        if last.get("usd"):  # what a proposal that produced nothing cost still counts
+            self.ledger.spend("meta", None, "proposal without a revision", last["usd"])
+        if last.get("outcome") in ("max_turns", "stopped without a revision"):
+            self.say(f"  the {name} proposer wrote no revision ({last['outcome']})")
+            return None
+        return f"the {name} proposer has nothing more to propose"
+
+    def _val(self, c: Candidate) -> Scores:
+        s = self.scores.get(c.candidate_id)
         return s.validation if s else {}
 
     def _view(self, c: Candidate) -> CandidateView:
-        val = self._val(c.candidate_id)
+        val = self._val(c)
         return CandidateView(candidate_id=c.candidate_id, parent_id=c.parent_id, iteration=c.iteration,
-                             status=c.status, harness=c.harness, val_scores=val, val_mean=_mean(val))
+                             status=c.status, harness=c.harness, val_scores=val, val_mean=mean(val))
 
     def _estimate(self, k: int) -> None:
         """What the budget buys, priced from the baseline's own trials."""
         n = self.ledger.trials_run()
-        per_trial = self.ledger.spent()["task"] / n if n else 0.0
+        per_trial = self.evaluator.price_per_trial()
         per_iter = preflight(self.splits, k, self.cfg.gate)["per_iteration"]
         line = f"baseline: {n} trials, ${per_trial:.4f} per trial; an iteration runs up to {per_iter} trials"
         if self.cfg.budget_usd is not None and per_trial > 0:
             line += f" (${per_iter * per_trial:.2f}): the budget buys about {int(self.cfg.budget_usd / (per_iter * per_trial))} iterations"
         self.say(line)
 
-    def _incumbent(self, cands: list[Candidate]) -> Candidate:
-        return [c for c in cands if c.status in ("baseline", "accepted")][-1]
-
-    def _judge(self, c: Candidate, cands: list[Candidate], noise: NoiseFloor, rule: str, k: int,
-               failing: list[str] | None = None) -> Candidate:
-        """Guard, smoke, screen and validate `c`; record every step. Returns `c` with its status."""
-        cid, pid = c.candidate_id, c.parent_id
-        if pid is None:
-            raise ValueError(f"{cid}: the baseline has no parent to be judged against")
-        parent = next(p for p in cands if p.candidate_id == pid)
-        if pid not in self.scores:
-            self.scores[pid] = CandidateScores(
-                train=self.evaluate(pid, parent.harness, "train", self.splits["train"], k)[0],
-                validation=staged.record(self, parent, k))
-        p_train, p_val = self.scores[pid].train, self.scores[pid].validation
-        failing = failing or [t for t, s in p_train.items() if _mean({t: s}) < 1.0]
-
-        def verdict(status: str, stage: Stage, outcome: str, reason: str, live: Liveness | None = None,
-                    c_train: Scores | None = None, **numbers: Any) -> Candidate:
-            check = memory.claim(c.predictions, p_train, c_train) if c_train is not None else None
-            if check:  # the gate row says whether the edit did what it claimed
-                reason += f"; claim: {check.summary}"
-            if live is not None:
-                status, reason = memory.judged(status, reason, live)
-            self.ledger.decision(cid, pid, stage, outcome, reason, rule, **numbers)
-            self.ledger.set_status(cid, status, reason)
-            self.ledger.set_checks(cid, check, live)
-            self.say(f"  {stage}: {reason}")
-            return c.model_copy(update={"status": status, "status_reason": reason, "prediction_check": check,
-                                        "liveness": live})
-
-        problem = self.guard.check(parent.harness, c.harness, allow_model_changes=self.cfg.allow_model_changes)
-        if problem:
-            return verdict("invalid", "guard", "fail", f"invalid: {problem}")
-        smoke_task = (failing or self.splits["train"])[:1]
-        _, rows = self.evaluate(cid, c.harness, "smoke", smoke_task + self.canaries, 1)
-        if bad := _refused(rows):
-            return verdict("invalid", "smoke", "fail", f"invalid: {bad}")
-        if all(r.status == "error" for r in rows if not is_canary(r.task_id)):
-            return verdict("invalid", "smoke", "fail",
-                           f"invalid: smoke run errored: {next(r for r in rows if not is_canary(r.task_id)).error}")
-        run = memory.screen_tasks(failing, c.predictions)  # + the manifest's keeps, so they can be checked
-        c_train, train_rows = self.evaluate(cid, c.harness, "train", run, k) if run else ({}, [])
-        if bad := _refused(train_rows):
-            return verdict("invalid", "screen", "fail", f"invalid: {bad}")
-        c_train = _charged(p_train, c_train)
-        s = screen(p_train, c_train, failing)
-        if s.outcome == "fail":
-            live = memory.liveness(self.ledger, parent.harness, c.harness, pid, cid, "train")
-            return verdict("rejected", "screen", "fail", s.reason, live, c_train, n_tasks=s.n_tasks,
-                           delta=s.child_mean - s.parent_mean, details=s.per_task)
-        self.ledger.decision(cid, pid, "screen", s.outcome, s.reason, rule, n_tasks=s.n_tasks,
-                             delta=s.child_mean - s.parent_mean, details=s.per_task)
-        self.say(f"  screen: {s.reason}")
-        self._watch[cid] = p_val  # its validation and confirm trials: tampered -> invalid, errors charged
-        try:
-            v, c_val = staged.judge(self, c, parent, p_val, noise, k, rule)  # writes one row per look
-        except CandidateRefused as e:
-            return verdict("invalid", "validation", "fail", f"invalid: {e}")
-        finally:
-            self._watch.pop(cid, None)
-        status = {"accept": "accepted", "reject": "rejected", "inconclusive": "inconclusive"}[v.outcome]
-        if status == "accepted":  # it becomes a parent: its full train picture feeds the proposer
-            c_train = _charged(p_train, self.evaluate(cid, c.harness, "train", self.splits["train"], k)[0])
-        live = memory.liveness(self.ledger, parent.harness, c.harness, pid, cid, "validation")
-        self.scores[cid] = CandidateScores(train=c_train, validation=c_val)
-        last = v.looks[-1]  # the verdict row: the staged outcome, what the claim check found, liveness
-        return verdict(status, "verdict", v.outcome, v.reason, live, c_train, delta=last.delta, se=last.se,
-                       threshold=last.threshold, n_tasks=last.n_tasks, coverage=last.coverage,
-                       details={"looks": len(v.looks), "trials_run": v.trials_run, "trials_max": v.trials_max})
-
-    def _drop(self, c: Candidate, reason: str, rule: str) -> Candidate:
-        """A revision a search mechanism dropped before any trial (strategy bilevel)."""
-        why = f"dropped before any trial: {reason}"
-        self.ledger.decision(c.candidate_id, c.parent_id, "filter", "drop", why, rule)
-        self.ledger.set_status(c.candidate_id, "invalid", why)
-        self.say(f"  filter: {why}")
-        return c.model_copy(update={"status": "invalid", "status_reason": why})
-
-    def _finish(self, base: Candidate, cands: list[Candidate], k: int, stop: str) -> dict[str, Any]:
-        best = self._incumbent(cands)
-        test = self.splits["test"]
+    def _finish(self, cands: list[Candidate], stop: str) -> RunReport:
+        """The sealed test, baseline and best, once; the report, stored with the experiment's end."""
+        base, best, k, ev, test = cands[0], _incumbent(cands), self.cfg.trials, self.evaluator, self.splits["test"]
         self.say(f"stopped: {stop}. Sealed test split: {len(test)} tasks x {k}, baseline and best")
-        base_test, _ = self.evaluate(base.candidate_id, base.harness, "test", test, k)
+        base_test = ev.scores(base.candidate_id, base.harness, "test", test, k)
         best_test = (base_test if best.candidate_id == base.candidate_id
-                     else self.evaluate(best.candidate_id, best.harness, "test", test, k)[0])
+                     else ev.scores(best.candidate_id, best.harness, "test", test, k))
         spent = self.ledger.spent()
-        bm, bl, bh = confidence_interval(base_test)
-        tm, tl, th = confidence_interval(best_test)
-        accepted = [c for c in cands if c.status == "accepted"]
-
-        def val_mean(c: Candidate) -> float | None:
-            return _mean(self._val(c.candidate_id)) if c.candidate_id in self.scores else None
-
-        result = {
-            "experiment_id": self.id, "baseline_test_score": bm, "baseline_test_ci": [bl, bh],
-            "best_test_score": tm, "best_test_ci": [tl, th], "best_candidate": best.candidate_id,
-            "iterations": len(cands) - 1, "accepted": len(accepted), "spend_usd": spent["task"] + spent["meta"],
-            "spend": spent, "stop_reason": stop, "validation_trials_saved": self.ledger.saved_trials(),
-            "best_validation_gain": staged.gain_report(self, best),
-            "alpha_committed": staged.spending(self).spent, "alpha": self.cfg.gate.alpha,
-            "candidates": [{"id": c.candidate_id, "status": c.status, "parent": c.parent_id,
-                            "rationale": c.rationale, "val_mean": val_mean(c),
-                            "proposal_trace_id": c.proposal_trace_id,
-                            **{k: (v.model_dump(mode="json") if v is not None else None) for k, v in (
-                                ("predictions", c.predictions), ("prediction_check", c.prediction_check),
-                                ("liveness", c.liveness))}} for c in cands],
-        }
+        (bm, bl, bh), (tm, tl, th) = confidence_interval(base_test), confidence_interval(best_test)
+        val_mean = {c.candidate_id: mean(self._val(c)) for c in cands if c.candidate_id in self.scores}
         png = self.store.path.parent / self.id / "progress.png"
         png.parent.mkdir(parents=True, exist_ok=True)
-        write_progress_png([{"iteration": c.iteration, "status": c.status, "score": val_mean(c)} for c in cands],
-                           png, title=f"{self.cfg.benchmark} / {self.cfg.model}: {len(cands)} candidates")
-        result["progress_png"] = str(png)
-        if summary := self.search.finish():
-            result["bilevel"] = summary
-        self.ledger.finish("finished", result)
-        return result
+        write_progress_png([{"iteration": c.iteration, "status": c.status, "score": val_mean.get(c.candidate_id)}
+                            for c in cands], png, title=f"{self.cfg.benchmark} / {self.cfg.model}: {len(cands)} candidates")
+        report = RunReport(
+            experiment_id=self.id, baseline_test_score=bm, baseline_test_ci=[bl, bh], best_test_score=tm,
+            best_test_ci=[tl, th], best_candidate=best.candidate_id, iterations=len(cands) - 1,
+            accepted=sum(c.status == "accepted" for c in cands), spend_usd=spent["task"] + spent["meta"], spend=spent,
+            stop_reason=stop, validation_trials_saved=self.ledger.saved_trials(),
+            best_validation_gain=self._gain(best), alpha_committed=self.ledger.spending(self.cfg.gate).spent,
+            alpha=self.cfg.gate.alpha, candidates=[_reported(c, val_mean.get(c.candidate_id)) for c in cands],
+            progress_png=str(png), bilevel=self.search.finish() or None)
+        self.ledger.finish("finished", report.to_dict())
+        return report
+
+    def _gain(self, best: Candidate) -> dict | None:
+        """The best candidate's validation gain over its parent, three ways (None for the baseline or a
+        candidate the fixed gate accepted)."""
+        look = self.ledger.accepted_look(best.candidate_id)
+        if look is None or look.estimate is None:
+            return None
+        e = look.estimate
+        return {"selection_gain": e.selection_gain, "confirmation_gain": e.confirmation_gain,
+                "adjusted_gain": e.adjusted_gain, "adjusted_ci": [e.low, e.high], "note": e.note}
 
 
-def _refused(rows: list[TrialResult]) -> str | None:
-    """Why a candidate's trials make it invalid: any tampered trial, any canary it passed."""
-    for r in rows:
-        if r.status == "tampered":
-            return f"a trial was tampered with ({_task_hint(r.task_id)}): {r.error}"
-    for r in rows:
-        if is_canary(r.task_id) and (r.score or 0) > 0:
-            return f"passed the canary task {r.task_id}, which only tampering with the verifier can pass"
-    return None
+def _incumbent(cands: list[Candidate]) -> Candidate:
+    return [c for c in cands if c.status in ("baseline", "accepted")][-1]
 
 
-def _task_hint(task_id: str) -> str:
-    return task_id if is_canary(task_id) else f"task #{hashlib.sha1(task_id.encode()).hexdigest()[:6]}"
+def _reported(c: Candidate, val_mean: float | None) -> CandidateReport:
+    def dump(v: Any) -> dict | None:
+        return v.model_dump(mode="json") if v is not None else None
 
-
-def _charged(parent: Scores, child: Scores) -> Scores:
-    """The child's scores with its errored trials counted as failures (0) on every task where the
-    parent had no error: an error the child brought is the child's failure, not missing data."""
-    return {t: [0.0 if x is None and parent.get(t) and None not in parent[t] else x for x in trials]
-            for t, trials in child.items()}
-
-
-def _mean(scores: Scores) -> float:
-    """Mean over tasks of the per-task mean of scored trials (errors excluded); 0 when none."""
-    per = [sum(s) / len(s) for s in ([x for x in v if x is not None] for v in scores.values()) if s]
-    return sum(per) / len(per) if per else 0.0
+    return CandidateReport(id=c.candidate_id, status=c.status, parent=c.parent_id, rationale=c.rationale,
+                           val_mean=val_mean, proposal_trace_id=c.proposal_trace_id, predictions=dump(c.predictions),
+                           prediction_check=dump(c.prediction_check), liveness=dump(c.liveness))

@@ -11,13 +11,15 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from metaopt.meta_agent.gate import Scores
+from metaopt.meta_agent.gate import CandidateScores, Scores
 from metaopt.meta_agent.liveness import Liveness
 from metaopt.meta_agent.predictions import Manifest, PredictionCheck
 from metaopt.task_agent.harness import Harness
 from metaopt.traces.migrations import Schema
 from metaopt.traces.records import Record
 from metaopt.traces.store import Store
+
+__all__ = ["CandidateScores"]  # defined with the gate (meta_agent.gate); read from here too
 
 Status = Literal["baseline", "pending", "accepted", "rejected", "inconclusive", "invalid"]
 Stage = Literal["guard", "smoke", "screen", "validation", "select", "confirm", "verdict", "filter"]
@@ -126,14 +128,6 @@ class Spend(Record, table="budget_ledger"):
     recorded_at: datetime
 
 
-class CandidateScores(BaseModel):
-    """A candidate's trial scores so far, per split (what the gate compares)."""
-
-    model_config = ConfigDict(extra="forbid")
-    train: Scores = Field(default_factory=dict)
-    validation: Scores = Field(default_factory=dict)
-
-
 class CandidateView(BaseModel):
     """What a strategy sees of one candidate."""
 
@@ -149,6 +143,56 @@ class CandidateView(BaseModel):
 
 
 # -- queries ----------------------------------------------------------------------------------------
+# -- the Ledger's writes and reads (meta_agent.ledger is their only caller) --------------------
+def finish_experiment(store: Store, experiment_id: str, status: str, at: datetime, result: dict[str, Any] | None) -> None:
+    store.con.execute("UPDATE experiments SET status = ?, finished_at = ?, result = ? WHERE experiment_id = ?",
+                      [status, at, json.dumps(result, default=str) if result is not None else None, experiment_id])
+
+
+def set_candidate_status(store: Store, candidate_id: str, status: str, reason: str) -> None:
+    store.con.execute("UPDATE candidates SET status = ?, status_reason = ? WHERE candidate_id = ?",
+                      [status, reason, candidate_id])
+
+
+def set_candidate_checks(store: Store, candidate_id: str, check: PredictionCheck | None,
+                         liveness: Liveness | None) -> None:
+    store.con.execute("UPDATE candidates SET prediction_check = ?, liveness = ? WHERE candidate_id = ?",
+                      [check.model_dump_json() if check else None, liveness.model_dump_json() if liveness else None,
+                       candidate_id])
+
+
+def saved_booked(store: Store, experiment_id: str, candidate_id: str) -> bool:
+    return bool(store.rows("SELECT 1 FROM budget_ledger WHERE experiment_id = ? AND candidate_id = ? AND kind = 'saved'",
+                           [experiment_id, candidate_id]))
+
+
+def saved_trials(store: Store, experiment_id: str) -> int:
+    return int(store.rows("SELECT coalesce(sum(trials), 0) AS n FROM budget_ledger WHERE experiment_id = ? "
+                          "AND kind = 'saved'", [experiment_id])[0]["n"])
+
+
+def spend_by_kind(store: Store, experiment_id: str) -> dict[str, float]:
+    rows = store.rows("SELECT kind, coalesce(sum(usd), 0) AS usd FROM budget_ledger WHERE experiment_id = ? "
+                      "GROUP BY kind", [experiment_id])
+    return {r["kind"]: float(r["usd"]) for r in rows}
+
+
+def trial_count(store: Store, experiment_id: str) -> int:
+    return store.rows("SELECT count(*) AS n FROM trials WHERE experiment_id = ?", [experiment_id])[0]["n"]
+
+
+def failing_train_trials(store: Store, experiment_id: str, candidate_id: str) -> list[str]:
+    return [r["trial_id"] for r in store.rows(
+        "SELECT trial_id FROM trials WHERE experiment_id = ? AND candidate_id = ? AND split = 'train' "
+        "AND (score IS NULL OR score < 1) ORDER BY task_id, attempt", [experiment_id, candidate_id])]
+
+
+def unfinished_runs(store: Store, experiment_id: str) -> list[str]:
+    """Run ids of the experiment that did not finish (their containers may be left)."""
+    return [r["run_id"] for r in store.rows("SELECT run_id FROM runs WHERE starts_with(run_id, ?) AND status <> 'finished'",
+                                            [experiment_id + "/"])]
+
+
 def candidate_rows(store: Store, experiment_id: str) -> list[dict[str, Any]]:
     """The experiment's candidates as raw rows (JSON columns as text), oldest first: what the
     meta-agent's history shows of each."""

@@ -202,7 +202,8 @@ class Verdict(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
-    outcome: Literal["accept", "reject", "inconclusive"]
+    outcome: Literal["accept", "reject", "inconclusive", "invalid"]
+    """invalid: the child's own trials refused it (validate's `check`); its looks so far are kept."""
     looks: list[Look]
     trials_run: int
     """Validation trials this decision ran: child selection + child confirmation + new parent reserve."""
@@ -328,15 +329,18 @@ def validate(candidate: str, tasks: list[str], parent_val: Scores, noise: NoiseF
              rule: SequentialRule, spending: AlphaSpending, *,
              child: Callable[[list[str], int], Scores], confirm: Callable[[int], Scores],
              reserve: Callable[[int], Scores], reserve_have: int = 0,
-             on_look: Callable[[Look], None] = lambda look: None, label: str | None = None) -> Verdict:
+             on_look: Callable[[Look], None] = lambda look: None, label: str | None = None,
+             check: Callable[[], str | None] = lambda: None) -> Verdict:
     """Run a candidate's validation to its end. `child(tasks, r)`: the child's validation scores on
     `tasks` with r trials each; `confirm(r)`: its confirmation scores on all tasks, r fresh trials
     each; `reserve(r)`: the parent's reserve, r trials per task; `reserve_have`: reserve trials per
     task that already exist (for the trial count). Each callable may be asked again for more: it
     returns what it ran before plus what is new. `on_look` sees each Look as it is decided, before
     any further trial runs. `label`: what the seeded draws (task order, permutation tests) derive
-    from (SequentialRule.draw_label; default `candidate`). Deterministic given the trials and the
-    label; raises only what the callables raise."""
+    from (SequentialRule.draw_label; default `candidate`). `check()`, asked each time the child's
+    trials for a look are in (before the look is taken): why the child is invalid (a tampered trial),
+    which ends the validation with outcome `invalid`, or None. Deterministic given the trials and
+    the label; raises only what the callables raise."""
     n, label = len(tasks), label or candidate
     looks: list[Look] = []
     plan = selection_plan(selection_order(label, tasks, rule, parent_val), k, rule.select_looks, rule.min_share)
@@ -344,6 +348,8 @@ def validate(candidate: str, tasks: list[str], parent_val: Scores, noise: NoiseF
     sel: Look | None = None
     for i, (subset, r) in enumerate(plan, 1):
         c = child(subset, r)
+        if why := check():
+            return _invalid(why, looks, spending)
         run_sel = (r - 1) * n + len(subset)
         sel = select_look(parent_val, c, noise, subset, i, run_sel / (k * n), i == len(plan), rule, n)
         looks.append(sel)
@@ -364,7 +370,10 @@ def validate(candidate: str, tasks: list[str], parent_val: Scores, noise: NoiseF
     last: Look | None = None
     run_conf = run_res = 0
     for i, (kc, kr) in enumerate(cplan, 1):
-        c, p = confirm(kc), reserve(kr)
+        c = confirm(kc)
+        if why := check():  # before the parent's reserve runs: an invalid child costs it nothing
+            return _invalid(why, looks, spending)
+        p = reserve(kr)
         run_conf, run_res = kc * n, max(0, kr - reserve_have) * n
         last = confirm_look(p, c, noise, tasks, i, len(cplan), j, alpha_j, spending.spent, rule,
                             seed_for(label, "confirm", i))
@@ -383,3 +392,8 @@ def validate(candidate: str, tasks: list[str], parent_val: Scores, noise: NoiseF
                        spending=spending, reason=f"{outcome}: {last.reason}")
     return Verdict(outcome="accept", looks=looks, trials_run=run, trials_max=trials_max, estimate=last.estimate,
                    spending=spending, reason=f"accept: {last.reason}")
+
+
+def _invalid(why: str, looks: list[Look], spending: AlphaSpending) -> Verdict:
+    return Verdict(outcome="invalid", looks=looks, trials_run=0, trials_max=0, estimate=None, spending=spending,
+                   reason=f"invalid: {why}")

@@ -6,7 +6,7 @@ or the generated code does: every failure is a row and the experiment goes on.""
 from __future__ import annotations
 
 import random
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from metaopt.core.errors import HostStartError, SandboxError
 from metaopt.meta_agent.search.bilevel import judge, level15
@@ -18,10 +18,14 @@ from metaopt.meta_agent.search.bilevel.record import record_text
 from metaopt.meta_agent.search.bilevel.records import Level2Session, MechanismCheck, MechanismRow, level2_rounds
 from metaopt.meta_agent.search.bilevel.static import Step, imports_step, parse_step
 from metaopt.meta_agent.search.mechanisms import source_hash
+from metaopt.meta_agent.search.view import SearchView
 from metaopt.traces.store import now
 
+if TYPE_CHECKING:
+    from metaopt.meta_agent.search.bilevel.outer import BilevelSearch
 
-def level2_model(exp: Any) -> tuple[Any, str]:
+
+def level2_model(exp: SearchView) -> tuple[Any, str]:
     """(the Level-2 model or None, what the run says about Level 2)."""
     name = exp.cfg.bilevel.level2_model
     if name == "none":
@@ -39,11 +43,11 @@ def level2_model(exp: Any) -> tuple[Any, str]:
     return model, f"every {exp.cfg.bilevel.level2_every} iterations with {model.name}"
 
 
-def sessions(search: Any) -> int:
+def sessions(search: BilevelSearch) -> int:
     return level2_rounds(search.store, search.eid)[0]
 
 
-def due(search: Any, iteration: int) -> bool:
+def due(search: BilevelSearch, iteration: int) -> bool:
     cfg = search.cfg
     n, last = level2_rounds(search.store, search.eid)
     if n >= cfg.level2_rounds or iteration <= cfg.level2_every:
@@ -56,7 +60,7 @@ def static_steps(source: str) -> list[Step]:
     return [step] if tree is None else [step, imports_step(tree)]
 
 
-def make_host(search: Any, source: str) -> Any:
+def make_host(search: BilevelSearch, source: str) -> Any:
     mode = search.cfg.host
     backend = search.exp.backend
     from metaopt.sandbox.docker import DockerBackend
@@ -71,11 +75,11 @@ def make_host(search: Any, source: str) -> Any:
     return DockerHost(source, backend, run_id)
 
 
-def end_host_run(search: Any) -> None:
+def end_host_run(search: BilevelSearch) -> None:
     search.store.end_run(f"{search.eid}/mechanisms", "finished", unless_finished=True)
 
 
-def level2_round(search: Any, views: list) -> None:
+def level2_round(search: BilevelSearch, views: list) -> None:
     exp, store, eid, cfg, it = search.exp, search.store, search.eid, search.cfg, search.iteration
     n = sessions(search) + 1
     sid = f"{eid}/level2-{n}"
@@ -86,7 +90,7 @@ def level2_round(search: Any, views: list) -> None:
     text = record_text(store, eid, snap, proposer=search.proposer, iteration=it, max_chars=cfg.record_chars)
     s = run_session(search.model, text, search.proposer, static_steps)
     if s.usd:
-        exp.ledger.spend("meta", None, f"level 2 session {n}", s.usd)
+        exp.charge(f"level 2 session {n}", s.usd)
     spec = s.spec.model_dump() if s.spec else None
     for k, (src, steps) in enumerate(s.attempts, 1):
         h = source_hash(src)
@@ -113,7 +117,7 @@ def level2_round(search: Any, views: list) -> None:
     _climb(search, h, s.source, views, attempt=len(s.attempts))
 
 
-def _climb(search: Any, h: str, source: str, views: list, attempt: int) -> None:
+def _climb(search: BilevelSearch, h: str, source: str, views: list, attempt: int) -> None:
     exp, cfg, it = search.exp, search.cfg, search.iteration
     parsed = parse_step(source)[0].detail
     hooks, functions = parsed["hooks"], parsed["functions"]
@@ -144,20 +148,20 @@ def _climb(search: Any, h: str, source: str, views: list, attempt: int) -> None:
             f"iteration {it}, windows {plan['order']}")
 
 
-def _refuse(search: Any, h: str, steps: list[Step], attempt: int) -> None:
+def _refuse(search: BilevelSearch, h: str, steps: list[Step], attempt: int) -> None:
     _rows(search, h, steps, attempt)
     bad = steps[-1]
     search.reg.set_status(h, "refused", f"{bad.step}: {bad.reason}")
     search.exp.say(f"  level 2: refused at {bad.step}: {bad.reason[:300]}")
 
 
-def _rows(search: Any, h: str, steps: list[Step], attempt: int) -> None:
+def _rows(search: BilevelSearch, h: str, steps: list[Step], attempt: int) -> None:
     for st in steps:
         search.store.insert(MechanismCheck(experiment_id=search.eid, mechanism_hash=h, step=st.step, attempt=attempt,
                                            ok=st.ok, reason=st.reason, detail=st.detail, checked_at=now()))
 
 
-def _preview(search: Any, parent: Any) -> Any:
+def _preview(search: BilevelSearch, parent: Any) -> Any:
     """guidance text -> the opening prompt the proposer would send with it (None: it takes no text)."""
     opening = getattr(search.exp.proposer, "opening", None)
     if not search.proposer["takes_guidance"] or opening is None:

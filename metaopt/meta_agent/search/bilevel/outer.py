@@ -30,6 +30,7 @@ from metaopt.meta_agent.search.bilevel.records import Judgement, MechanismRow, S
 from metaopt.meta_agent.search.bilevel.snapshot import Snapshot, context
 from metaopt.meta_agent.search.mechanisms import builtin_source, source_hash
 from metaopt.meta_agent.search.mechanisms.protocol import AREAS
+from metaopt.meta_agent.search.view import SearchView
 from metaopt.traces.store import now
 
 
@@ -39,10 +40,10 @@ def proposer_info(proposer: Any) -> dict[str, Any]:
 
 
 class BilevelSearch:
-    def __init__(self, exp: Any, base: Any):
+    def __init__(self, exp: SearchView, base: Any):
         self.exp, self.base, self.cfg = exp, base, exp.cfg.bilevel
-        self.store, self.eid = exp.store, exp.id
-        self.reg = Registry(exp.store, exp.id, exp.say)
+        self.store, self.eid = exp.store, exp.experiment_id
+        self.reg = Registry(exp.store, exp.experiment_id, exp.say)
         self.reg.on_off = self._off
         self.iteration = 0
         self.proposer = proposer_info(exp.proposer)

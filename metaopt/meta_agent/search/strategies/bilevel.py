@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from metaopt.meta_agent.records import CandidateView
+from metaopt.meta_agent.search.view import SearchView
 from metaopt.task_agent.harness import Harness
 
 
@@ -20,8 +21,9 @@ class Bilevel:
         self.base: Any = Greedy()
         self.search: Any = None
 
-    def bind(self, experiment: Any) -> Any:
-        """Attach to `experiment` (called once by the loop): returns the outer loop's hooks."""
+    def bind(self, experiment: SearchView) -> Any:
+        """Attach to the experiment's read-only view (called once by the loop): returns the outer
+        loop's hooks."""
         from metaopt.meta_agent.search.bilevel.outer import BilevelSearch
         from metaopt.meta_agent.search.strategies import get_strategy
 

@@ -1,10 +1,13 @@
 """The outer-loop seam of meta_agent/optimize.py. A strategy that steers the search itself (bilevel)
-has `bind(experiment)` returning an object with these calls; every other strategy gets NoSearch,
-whose calls change nothing, so the loop calls them unconditionally."""
+has `bind(view)` (a read-only SearchView, meta_agent/search/view.py) returning an object with these
+calls; every other strategy gets NoSearch, whose calls change nothing, so the loop calls them
+unconditionally."""
 
 from __future__ import annotations
 
 from typing import Any, Protocol
+
+from metaopt.meta_agent.search.view import SearchView
 
 
 class Search(Protocol):
@@ -52,6 +55,6 @@ class NoSearch:
         pass
 
 
-def bind_search(strategy: Any, experiment: Any) -> Any:
+def bind_search(strategy: Any, view: SearchView) -> Any:
     bind = getattr(strategy, "bind", None)
-    return bind(experiment) if bind else NoSearch()
+    return bind(view) if bind else NoSearch()

@@ -1,0 +1,127 @@
+"""The Evaluator: runs, scores and charges trials for any candidate, and says when a candidate's
+trials make it invalid (`check`, which the staged gate calls after each look's trials).
+
+Every trial is keyed by (experiment, candidate, split, task, attempt) through a deterministic run
+id, so asking again runs only what is new; each trial is booked in the ledger's spend as it ends.
+Nothing here assumes one candidate in flight: what it keeps is keyed by candidate id (the store's
+trials), so several candidates may be judged at once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from metaopt.benchmarks.canary import is_canary
+from metaopt.benchmarks.task import Task
+from metaopt.evaluation import HarnessAgent, TrialResult, run_eval
+from metaopt.evaluation.runner import Executor
+from metaopt.meta_agent.config import RunConfig
+from metaopt.meta_agent.gate import Scores
+from metaopt.meta_agent.ledger import Ledger
+from metaopt.meta_agent.liveness import Liveness, measure
+from metaopt.task_agent.harness import Harness
+
+
+class Evaluator:
+    def __init__(self, cfg: RunConfig, tasks: dict[str, Task], splits: dict[str, list[str]], ledger: Ledger, *,
+                 canaries: list[str], backend: Any, tracing: Any, executor: Executor | None = None,
+                 on_trial: Callable[[TrialResult], None] = lambda r: None):
+        self.cfg, self.tasks, self.splits, self.ledger, self.canaries = cfg, tasks, splits, ledger, canaries
+        self.backend, self.tracing, self.executor, self.on_trial = backend, tracing, executor, on_trial
+        self.t0 = time.monotonic()
+
+    def run(self, cid: str, harness: Harness, split: str, task_ids: list[str], k: int
+            ) -> tuple[Scores, list[TrialResult]]:
+        """`cid`'s scores on `task_ids`, K trials each (None: errored or not run: a stop came
+        first), and the rows of its run of `split`. Runs only the trials not run before."""
+        agent = HarnessAgent(harness, self.cfg.model, base_url=self.cfg.base_url, tracing=self.tracing)
+        flight = _InFlight(self, cid)
+        result = run_eval([self.tasks[t] for t in task_ids], agent, benchmark=self.cfg.benchmark,
+                          backend=self.backend, store=self.ledger.store, trials=k, concurrency=self.cfg.concurrency,
+                          run_id=f"{cid}:{split}", dataset=self.cfg.dataset, executor=self.executor,
+                          extra={"experiment_id": self.ledger.id, "candidate_id": cid, "split": split},
+                          on_trial=flight.booked,
+                          stop=None if split == "test" else flight.stop)  # the sealed test always runs whole
+        scores: Scores = {t: [None] * k for t in task_ids}
+        for r in result.rows:  # the run may hold more (other tasks, later attempts): a later stage ran them
+            if r.task_id in scores and r.attempt < k:
+                scores[r.task_id][r.attempt] = r.score
+        return scores, result.rows
+
+    def scores(self, cid: str, harness: Harness, split: str, task_ids: list[str], k: int) -> Scores:
+        return self.run(cid, harness, split, task_ids, k)[0]
+
+    def recorded(self, cid: str, split: str) -> Scores:
+        """`cid`'s scores on `split` as the store has them (runs nothing)."""
+        out: Scores = {}
+        for r in sorted(self.ledger.trials(cid, split), key=lambda r: (r.task_id, r.attempt)):
+            out.setdefault(r.task_id, []).append(r.score)
+        return out
+
+    def have(self, cid: str, split: str, task_ids: list[str]) -> int:
+        """Trials per task `cid` already has on `split` (the fewest any of `task_ids` has)."""
+        rows = self.ledger.trials(cid, split)
+        return min((sum(r.task_id == t for r in rows) for t in task_ids), default=0)
+
+    def check(self, cid: str, splits: Iterable[str]) -> str | None:
+        """Why `cid`'s trials of `splits` make it invalid (a tampered trial, a canary passed), or
+        None. Reads the store: any candidate, at any time, as often as asked."""
+        return refused([r for s in splits for r in self.ledger.trials(cid, s)])
+
+    def liveness(self, parent: Harness, child: Harness, pid: str, cid: str, split: str) -> Liveness:
+        """Whether `child`'s changes ran in its trials of `split` (meta_agent.liveness)."""
+        ids = [r.trial_id for r in self.ledger.trials(cid, split)]
+        parent_ids = [r.trial_id for r in self.ledger.trials(pid, split)]
+        return measure(self.ledger.store, parent, child, ids, parent_ids, split)
+
+    def price_per_trial(self) -> float:
+        n = self.ledger.trials_run()
+        return self.ledger.spent()["task"] / n if n else 0.0
+
+    def spent_stop(self, in_flight: int = 0) -> str | None:
+        """The trial-count and budget stops, asked before each trial is submitted. The trial count
+        includes the `in_flight` trials, so it stops at exactly max_trials submitted, whichever
+        finish first (a run is repeatable); the budget stop overshoots by the trials in flight
+        (each booked in the ledger: their cost is known only when they end), never more."""
+        c = self.cfg
+        if c.max_trials is not None and self.ledger.trials_run() + in_flight >= c.max_trials:
+            return f"max trials ({c.max_trials}) reached"
+        spent = self.ledger.spent()
+        if c.budget_usd is not None and spent["task"] + spent["meta"] >= c.budget_usd:
+            return "budget spent"
+        return None
+
+
+class _InFlight:
+    """One run's trials submitted and not back yet: the trial-count stop counts them."""
+
+    def __init__(self, ev: Evaluator, cid: str):
+        self.ev, self.cid, self.n = ev, cid, 0
+
+    def stop(self) -> str | None:
+        if (why := self.ev.spent_stop(self.n)) is None:
+            self.n += 1  # run_eval submits one trial after each None
+        return why
+
+    def booked(self, r: TrialResult) -> None:
+        self.n -= 1
+        self.ev.ledger.spend("task", self.cid, r.trial_id, r.cost_usd, r.input_tokens or 0, r.output_tokens or 0)
+        self.ev.on_trial(r)
+
+
+def refused(rows: list[TrialResult]) -> str | None:
+    """Why a candidate's trials make it invalid: any tampered trial, any canary it passed."""
+    for r in rows:
+        if r.status == "tampered":
+            return f"a trial was tampered with ({_task_hint(r.task_id)}): {r.error}"
+    for r in rows:
+        if is_canary(r.task_id) and (r.score or 0) > 0:
+            return f"passed the canary task {r.task_id}, which only tampering with the verifier can pass"
+    return None
+
+
+def _task_hint(task_id: str) -> str:
+    return task_id if is_canary(task_id) else f"task #{hashlib.sha1(task_id.encode()).hexdigest()[:6]}"

@@ -1,0 +1,207 @@
+"""One keep/reject decision: `judge(child, parent, evaluator) -> Judgement`.
+
+    smoke     1 task + the canaries, 1 trial         tampered, canary passed, all errored -> invalid
+    screen    the parent's failing train tasks (+ the manifest's keeps)                    -> rejected on fail
+    validate  the staged gate (meta_agent.sequential): select on the reused validation trials,
+              confirm on fresh ones at the experiment's alpha_j; the Evaluator's tamper check
+              after each look                                                              -> accepted | rejected
+                                                                                              | inconclusive | invalid
+    verdict   the gate's outcome, the manifest's claim checked against the train results, liveness
+              (a change that never ran is inconclusive)
+
+Writes nothing: trials go through the Evaluator (idempotent per candidate, split, task and
+attempt, so a resumed judgement reruns no trial and takes the same looks); every row the decision
+makes is a Step of the Judgement, which the Ledger writes. A candidate's seeded draws come from the
+run's seed and its iteration (SequentialRule.draw_label), not its id.
+
+Splits: `validation` holds the child's selection trials, `confirm` its fresh confirmation trials,
+`reserve` a parent's trials for its children's confirmations (never used to select).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
+
+from metaopt.meta_agent import memory
+from metaopt.meta_agent.gate import CandidateScores, Scores, charged, mean, screen
+from metaopt.meta_agent.sequential import Look, Verdict, validate
+
+if TYPE_CHECKING:  # types only: the decision itself imports the statistics above and nothing else
+    from metaopt.meta_agent.error_control import AlphaSpending
+    from metaopt.meta_agent.evaluator import Evaluator
+    from metaopt.meta_agent.gate import NoiseFloor
+    from metaopt.meta_agent.liveness import Liveness
+    from metaopt.meta_agent.predictions import PredictionCheck
+    from metaopt.meta_agent.records import Candidate, Stage, Status
+
+
+STATUS: dict[str, Status] = {"accept": "accepted", "reject": "rejected", "inconclusive": "inconclusive"}
+"""The candidate's status after the staged gate's outcome."""
+
+
+@dataclass(frozen=True)
+class Step:
+    """One gate_decisions row: stage, outcome, reason and its numbers (delta, se, details, ...)."""
+
+    stage: Stage
+    outcome: str
+    reason: str
+    numbers: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """How one candidate was decided, every row of it: the Ledger writes it, the loop acts on it."""
+
+    candidate_id: str
+    parent_id: str | None
+    decision: Status
+    """accepted | rejected | inconclusive | invalid."""
+    stage: Stage
+    """The stage of the closing row (guard, filter, smoke, screen, validation or verdict)."""
+    reason: str
+    steps: tuple[Step, ...]
+    """Its gate rows in order; the closing one last."""
+    p_values: tuple[float, ...] = ()
+    """The confirmation looks' p-values."""
+    scores: CandidateScores | None = None
+    """What the child is remembered by, once it reached the verdict."""
+    check: PredictionCheck | None = None
+    liveness: Liveness | None = None
+    saved: tuple[int, float, str] | None = None
+    """(validation trials the early stops did not run, what they would have cost, why)."""
+
+    def applied(self, c: Candidate) -> Candidate:
+        return c.model_copy(update={"status": self.decision, "status_reason": self.reason,
+                                    "prediction_check": self.check, "liveness": self.liveness})
+
+    def lines(self) -> list[str]:
+        """What the run prints of it, as the rows are in order."""
+        out = [f"  {s.reason}" if s.stage in ("select", "confirm") else f"  {s.stage}: {s.reason}" for s in self.steps]
+        out[-1] = f"  {self.stage}: {self.reason}"
+        return out
+
+
+@dataclass(frozen=True)
+class Parent:
+    """The candidate a child is judged against, with what it is remembered by."""
+
+    candidate: Candidate
+    scores: CandidateScores
+    noise: NoiseFloor
+    """The baseline's run-to-run noise."""
+    spending: AlphaSpending
+    """The experiment's alpha state before this judgement (Ledger.spending)."""
+    failing: list[str]
+    """The parent's train tasks the screen runs (those it did not always pass)."""
+
+
+def refusal(c: Candidate, stage: Stage, outcome: str, reason: str, status: Status = "invalid") -> Judgement:
+    """A judgement without trials: the diff guard's, a search mechanism's drop."""
+    return Judgement(c.candidate_id, c.parent_id, status, stage, reason, (Step(stage, outcome, reason),))
+
+
+def judge(child: Candidate, parent: Parent, ev: Evaluator) -> Judgement:
+    """Smoke, screen and validate `child` against `parent`. Runs trials through `ev`, writes nothing."""
+    cid, pid, k, train = child.candidate_id, parent.candidate.candidate_id, ev.cfg.trials, ev.splits["train"]
+    p_train, failing = parent.scores.train, parent.failing
+    _, rows = ev.run(cid, child.harness, "smoke", (failing or train)[:1] + ev.canaries, 1)
+    if bad := ev.check(cid, ["smoke"]):
+        return refusal(child, "smoke", "fail", f"invalid: {bad}")
+    if all(r.status == "error" for r in rows if r.task_id not in ev.canaries):
+        why = next(r for r in rows if r.task_id not in ev.canaries).error
+        return refusal(child, "smoke", "fail", f"invalid: smoke run errored: {why}")
+    run = memory.screen_tasks(failing, child.predictions)  # + the manifest's keeps, so they can be checked
+    c_train = ev.scores(cid, child.harness, "train", run, k) if run else {}
+    if run and (bad := ev.check(cid, ["train"])):
+        return refusal(child, "screen", "fail", f"invalid: {bad}")
+    c_train = charged(p_train, c_train)
+    s = screen(p_train, c_train, failing)
+    row = Step("screen", s.outcome, s.reason, {"n_tasks": s.n_tasks, "delta": s.child_mean - s.parent_mean,
+                                              "details": s.per_task})
+    if s.outcome == "fail":
+        live = ev.liveness(parent.candidate.harness, child.harness, pid, cid, "train")
+        return _closed(child, "rejected", row, (), live, c_train, parent)
+    g = _Gate(ev, child, parent)
+    v = validate(cid, ev.splits["validation"], parent.scores.validation, parent.noise, k, ev.cfg.gate,
+                 parent.spending, child=g.selection, confirm=g.confirm, reserve=g.reserve,
+                 reserve_have=g.reserve_have(), label=ev.cfg.gate.draw_label(cid, ev.cfg.seed, child.iteration),
+                 check=g.check)
+    looks = (row, *(_look_step(look) for look in v.looks))
+    if v.outcome == "invalid":
+        return replace(refusal(child, "validation", "fail", v.reason), steps=(*looks, Step("validation", "fail", v.reason)))
+    saved = _saved(v, ev.price_per_trial())
+    c_val = g.confirm(v.looks[-1].child_trials) if v.outcome == "accept" else ev.recorded(cid, "validation")
+    status = STATUS[v.outcome]
+    if status == "accepted":  # it becomes a parent: its full train picture feeds the proposer
+        c_train = charged(p_train, ev.scores(cid, child.harness, "train", train, k))
+    live = ev.liveness(parent.candidate.harness, child.harness, pid, cid, "validation")
+    last = v.looks[-1]  # the verdict row: the staged outcome, what the claim check found, liveness
+    verdict = Step("verdict", v.outcome, v.reason, {
+        "delta": last.delta, "se": last.se, "threshold": last.threshold, "n_tasks": last.n_tasks,
+        "coverage": last.coverage, "details": {"looks": len(v.looks), "trials_run": v.trials_run,
+                                               "trials_max": v.trials_max}})
+    j = _closed(child, status, verdict, looks, live, c_train, parent)
+    return replace(j, scores=CandidateScores(train=c_train, validation=c_val), saved=saved,
+                 p_values=tuple(x.p_value for x in v.looks if x.p_value is not None))
+
+
+class _Gate:
+    """The trials the staged gate asks for, for one child: its own charged against the parent's
+    validation record (an error it brought is its failure), the parent's reserve as they are."""
+
+    def __init__(self, ev: Evaluator, child: Candidate, parent: Parent):
+        self.ev, self.child, self.parent = ev, child, parent
+        self.val = ev.splits["validation"]
+
+    def selection(self, tasks: list[str], r: int) -> Scores:
+        got = self.ev.scores(self.child.candidate_id, self.child.harness, "validation", tasks, r)
+        return charged(self.parent.scores.validation, got)
+
+    def confirm(self, r: int) -> Scores:
+        got = self.ev.scores(self.child.candidate_id, self.child.harness, "confirm", self.val, r)
+        return charged(self.parent.scores.validation, got)
+
+    def reserve(self, r: int) -> Scores:
+        p = self.parent.candidate
+        return self.ev.scores(p.candidate_id, p.harness, "reserve", self.val, r)
+
+    def reserve_have(self) -> int:
+        return self.ev.have(self.parent.candidate.candidate_id, "reserve", self.val)
+
+    def check(self) -> str | None:
+        return self.ev.check(self.child.candidate_id, ["validation", "confirm"])
+
+
+def _look_step(look: Look) -> Step:
+    first_confirm = look.stage == "confirm" and look.look == 1
+    return Step(look.stage, look.outcome, look.reason, {
+        "delta": look.delta, "se": look.se, "threshold": look.threshold, "n_tasks": look.n_tasks,
+        "coverage": look.coverage, "details": look.model_dump(mode="json"),
+        "alpha_spent": look.alpha_j if first_confirm else 0.0})
+
+
+def _saved(v: Verdict, per_trial: float) -> tuple[int, float, str] | None:
+    saved = v.trials_max - v.trials_run
+    if saved <= 0:
+        return None
+    stop = v.looks[-1]
+    return saved, saved * per_trial, (f"{saved} of up to {v.trials_max} validation trials not run: {stop.stage} "
+                                      f"look {stop.look} ended it ({stop.outcome})")
+
+
+def _closed(child: Candidate, status: Status, row: Step, before: tuple[Step, ...], live: Liveness,
+            c_train: Scores, parent: Parent) -> Judgement:
+    """The closing row: the outcome, what the claim check found, liveness (never accepted or
+    rejected on changes that did not run)."""
+    check = memory.claim(child.predictions, parent.scores.train, c_train)
+    reason = row.reason + (f"; claim: {check.summary}" if check else "")
+    status, reason = memory.judged(status, reason, live)
+    return Judgement(child.candidate_id, child.parent_id, status, row.stage, reason,
+                     (*before, replace(row, reason=reason)), check=check, liveness=live)
+
+
+def failing_tasks(train: list[str], p_train: Scores) -> list[str]:
+    """The parent's train tasks it did not always pass (the screen's tasks)."""
+    return [t for t in train if mean({t: p_train[t]}) < 1.0]
