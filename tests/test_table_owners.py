@@ -19,8 +19,6 @@ ROOT = Path(__file__).parents[1]
 STANDALONE = ("metaopt/benchmarks/samples", "metaopt/benchmarks/gptpretrain/files", "metaopt/export/files",
               "metaopt/benchmarks/spreadsheet/compare.py", "metaopt/benchmarks/spreadsheet/evaluate.py")
 
-PENDING_PATH: set[str] = set()  # files exempt while their SQL moves to its owner (none now)
-
 SQL = re.compile(r"\b(SELECT|INSERT\s+INTO|UPDATE|DELETE\s+FROM|CREATE\s+TABLE|ALTER\s+TABLE|DROP\s+TABLE|DESCRIBE)\b")
 WRITE = re.compile(r"\b(INSERT\s+INTO|UPDATE|DELETE\s+FROM|CREATE\s+TABLE(?:\s+IF\s+NOT\s+EXISTS)?|ALTER\s+TABLE"
                    r"|DROP\s+TABLE(?:\s+IF\s+EXISTS)?)\s+(\w+)")
@@ -107,10 +105,7 @@ def package_files() -> dict[str, str]:
 
 def test_every_table_has_one_owner_holding_its_ddl_record_and_writes():
     bad, records = check(package_files())
-    pending = [b for b in bad if b.split(":")[0] in PENDING_PATH]
-    assert [b for b in bad if b not in pending] == [], "\n".join(b for b in bad if b not in pending)
-    stale = PENDING_PATH - {b.split(":")[0] for b in pending}
-    assert not stale, f"PENDING_PATH lists files without SQL outside an owner: {sorted(stale)}; remove them"
+    assert bad == [], "\n".join(bad)
     table_owner, _ = owners()
     assert {t: records.get(t) for t in table_owner} == {t: [o] for t, o in table_owner.items()}
 
