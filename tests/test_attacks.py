@@ -19,7 +19,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-from _attacks import FAMILIES, PAID, write_dataset, write_spreadsheet_attacks
+from _attacks import FAMILIES, PAID, write_dataset
+from _attacks_ssb import write_spreadsheet_attacks
 from _docker_fixtures import metaopt
 
 from metaopt.evaluation import TrialResult
