@@ -12,6 +12,7 @@ import json
 import threading
 import time
 from collections import defaultdict, deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Self
@@ -262,46 +263,20 @@ own side requests) gets a short text answer."""
         return H
 
 
-class RoutedOpenAI:
+class RoutedOpenAI(WireServer):
     """An OpenAI Chat Completions stand-in whose every reply is `route(request body)` (a
     completion dict): for callers whose requests arrive in no fixed order (many trials at once,
-    another process). `with RoutedOpenAI(route) as s:`; `s.openai_url` is the base URL. Listens on
-    `host` (0.0.0.0 lets containers reach it)."""
+    another process). `with RoutedOpenAI(route) as s:`; `s.openai_url` is the base URL; a route
+    that raises is a 400 the test sees."""
 
-    def __init__(self, route, host: str = "127.0.0.1") -> None:
-        self.route, self.requests = route, []
-        outer = self
+    def __init__(self, route: Callable[[Any], dict[str, Any]]) -> None:
+        super().__init__()
+        self.route = route
 
-        class H(BaseHTTPRequestHandler):
-            def do_POST(self):
-                body = json.loads(self.rfile.read(int(self.headers.get("content-length") or 0)) or b"{}")
-                outer.requests.append(body)
-                try:
-                    status, reply = 200, outer.route(body)
-                except Exception as e:  # noqa: BLE001 - a route bug is a 400 the test sees
-                    status, reply = 400, openai_error("invalid_request_error", f"{type(e).__name__}: {e}")
-                data = json.dumps(reply).encode()
-                self.send_response(status)
-                self.send_header("content-type", "application/json")
-                self.send_header("content-length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, *a):
-                pass
-
-        self._httpd = ThreadingHTTPServer((host, 0), H)
-        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
-
-    @property
-    def openai_url(self) -> str:
-        return f"http://127.0.0.1:{self._httpd.server_address[1]}/v1"
-
-    def __enter__(self):
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self._httpd.shutdown()
-        self._httpd.server_close()
-        self._thread.join(timeout=5)
+    def _next(self, recorded: Recorded) -> Reply:
+        with self._lock:
+            self.requests.append(recorded)
+        try:
+            return Reply(200, self.route(recorded.body))
+        except Exception as e:  # noqa: BLE001 - a route bug is a 400 the test sees
+            return Reply(400, openai_error("invalid_request_error", f"{type(e).__name__}: {e}"))
