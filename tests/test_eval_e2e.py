@@ -49,20 +49,26 @@ if [ $? -eq 0 ]; then echo 1 > /logs/verifier/reward.txt; else echo 0 > /logs/ve
 REWARD_FROM_FILE = "mkdir -p /logs/verifier; if [ -f /app/done ]; then echo 1; else echo 0; fi > /logs/verifier/reward.txt\n"
 
 
-@pytest.mark.parametrize("how, agent, expected", [
-    (["--agent", "oracle"], "oracle", 1.0),
-    (["--agent", "nop"], "nop", 0.0),
-    (["--model", "fake/solution"], "baseline@fake/solution", 1.0),  # the solution through the tool path
-    (["--model", "fake/nop", "--harness", "minimal"], "minimal@fake/nop", 0.0),
+SOME = ["access-log-offenders", "fix-c-build", "hello-greetings", "secure-permissions"]
+
+
+@pytest.mark.parametrize("how, agent, expected, only", [
+    (["--agent", "oracle"], "oracle", 1.0, None),
+    (["--agent", "nop"], "nop", 0.0, None),
+    (["--model", "fake/solution"], "baseline@fake/solution", 1.0, None),  # the solution through the tool path
+    # Doing nothing through the model path: every task is already 0 under the nop agent above, so
+    # a few tasks show the traces of a model that does nothing.
+    (["--model", "fake/nop", "--harness", "minimal"], "minimal@fake/nop", 0.0, SOME),
 ])
 @pytest.mark.slow
-def test_sample_tasks_oracle_scores_one_and_nop_zero(tmp_path, how, agent, expected):
+def test_sample_tasks_oracle_scores_one_and_nop_zero(tmp_path, how, agent, expected, only):
     db = tmp_path / "s.duckdb"
-    r = metaopt("eval", "--benchmark", "terminalbench-sample", *how, "--db", str(db), "--json", "-j", "2")
+    subset = ["--tasks", ",".join(only)] if only else []
+    r = metaopt("eval", "--benchmark", "terminalbench-sample", *how, *subset, "--db", str(db), "--json", "-j", "2")
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
-    ids = sorted(p.name for p in SAMPLES.iterdir() if p.is_dir())
-    assert len(ids) >= 12
+    ids = sorted(only or (p.name for p in SAMPLES.iterdir() if p.is_dir()))
+    assert only or len(ids) >= 12
     assert sorted(t["task_id"] for t in out["tasks"]) == ids
     bad = [(t["task_id"], t["status"], t.get("error")) for t in out["tasks"] if t["score"] != expected]
     assert not bad
