@@ -4,15 +4,20 @@ One module fixture runs the two-service task tests/data/compose_tasks/kv-ledger 
 `main` plus an HTTP key-value service `kv` built from the local base image; its tests query
 `kv` over the task's network) four ways at once: `metaopt eval` with the oracle and with nop,
 and, where scripts/setup.sh installed it, the real `harbor run` (0.25.0, Compose v2) with its
-oracle and nop. Both must score 1.0 and 0.0. A second test leaves a trial's services running as a
-`kill -9` would and checks that the label-based reaping (`prune(run_id)`, what `--resume` and
-Ctrl-C cleanup call) removes their containers and network.
+oracle and nop. Both must score 1.0 and 0.0. Then: a trial's services left running as a `kill -9`
+would leave them are found by the label-based reaping (`prune(run_id)`, what `--resume` calls),
+and a SIGTERM mid-trial leaves no container or network of the run.
 """
 
 from __future__ import annotations
 
 import json
 import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from types import SimpleNamespace
@@ -24,6 +29,7 @@ from _docker_fixtures import metaopt
 from metaopt.benchmarks.formats import load_task
 from metaopt.sandbox.base import SandboxSpec
 from metaopt.sandbox.docker_services import ServiceSpec
+from metaopt.traces.store import Store
 
 TASKS = Path(__file__).parent / "data" / "compose_tasks"
 TASK = "kv-ledger"
@@ -89,3 +95,28 @@ def test_a_killed_trials_services_and_network_are_reaped_by_run_id(docker_backen
     finally:
         sb.close()
         group.close()
+
+
+def test_sigterm_mid_trial_leaves_no_service_or_network(tmp_path, docker_backend, docker_image):
+    name = f"kv-sigterm-{secrets.token_hex(3)}"
+    shutil.copytree(TASKS / TASK, tmp_path / "ds" / name)
+    (tmp_path / "ds" / name / "solution" / "solve.sh").write_text("sleep 600\n")
+    db = tmp_path / "t.duckdb"
+    proc = subprocess.Popen([sys.executable, "-m", "metaopt.cli", "eval", "-b", "terminalbench", "--dataset",
+                             str(tmp_path / "ds"), "--agent", "oracle", "--db", str(db)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    api, deadline = docker_backend.api, time.monotonic() + 120
+    while len(api.containers(filters={"label": f"metaopt.task_id={name}"})) < 2:  # the service and the agent's
+        if time.monotonic() > deadline or proc.poll() is not None:
+            proc.kill()
+            pytest.fail(f"the trial never started: {proc.communicate()[1][-2000:]}")
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGTERM)
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130 and "Traceback" not in stderr, stderr
+    with Store(db, read_only=True) as store:
+        [run] = store.rows("SELECT run_id, status FROM runs")
+    assert run["status"] == "interrupted"
+    run_label = f"metaopt.run_id={run['run_id']}"
+    assert api.containers(all=True, filters={"label": run_label}) == []
+    assert api.networks(filters={"label": run_label}) == []
