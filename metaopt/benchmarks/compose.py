@@ -77,9 +77,12 @@ def read(path: Path, main: str, variables: dict[str, str]) -> Compose:
                 raise TaskFormatError(f"{where}.{key} is not supported"
                                       + (" on the agent's service" if name == main else ""))
         depends = {} if single else _depends_on(svc.get("depends_on"), names, where)
-        if name == main:
-            out.main_build = _build(svc["build"], where) if "build" in svc else None
-            out.main_env = _env(svc.get("environment"), where)
+        if name == main:  # only its build context and Dockerfile matter (and its environment, with services)
+            build = svc.get("build", ".")
+            build = {"context": build} if isinstance(build, str) else build if isinstance(build, dict) else {}
+            out.main_build = {"context": str(build.get("context") or "."),
+                              "dockerfile": str(build.get("dockerfile") or "Dockerfile")} if "build" in svc else None
+            out.main_env = {} if single else _env(svc.get("environment"), where)
             continue
         if main in depends:
             raise TaskFormatError(f"{where}.depends_on: a service depending on the agent's service ('{main}') "

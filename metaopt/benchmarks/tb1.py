@@ -113,8 +113,7 @@ def _compose(task_dir: Path) -> compose.Compose | None:
         "T_BENCH_TASK_DOCKER_CLIENT_CONTAINER_NAME": name, "T_BENCH_TEST_DIR": TEST_DIR,
         "T_BENCH_CONTAINER_LOGS_PATH": "/logs", "T_BENCH_CONTAINER_AGENT_LOGS_PATH": "/agent-logs",
         "T_BENCH_TASK_LOGS_PATH": "/logs", "T_BENCH_TASK_AGENT_LOGS_PATH": "/agent-logs"})
-    if read.main_build is None:
-        raise TaskFormatError(f"{path}: no 'client' service built from the task directory")
+    read.main_build = read.main_build or {"context": ".", "dockerfile": "Dockerfile"}
     if read.main_build["context"] not in (".", "./"):
         raise TaskFormatError(f"{path}: services.client.build.context must be the task directory")
     return read
