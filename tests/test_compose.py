@@ -120,3 +120,7 @@ def test_sigterm_mid_trial_leaves_no_service_or_network(tmp_path, docker_backend
     run_label = f"metaopt.run_id={run['run_id']}"
     assert api.containers(all=True, filters={"label": run_label}) == []
     assert api.networks(filters={"label": run_label}) == []
+    for image in api.images(name=f"metaopt-task/{name}*"):  # this copy's tags (the layers are kv-ledger's)
+        for tag in image.get("RepoTags") or []:
+            if tag.startswith(f"metaopt-task/{name}"):
+                api.remove_image(tag)
