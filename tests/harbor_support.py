@@ -30,14 +30,15 @@ def harbor_tasks() -> list[str]:
     return sorted(p.parent.name for p in SAMPLES.glob("*/task.toml"))
 
 
-def offline_copy(names: list[str], dest: Path) -> Path:
-    """Copies of the sample Harbor tasks `names` under `dest`, runnable by Harbor offline."""
+def offline_copy(names: list[str], dest: Path, src: Path = SAMPLES) -> Path:
+    """Copies of the Harbor tasks `names` (sample tasks unless `src` says where) under `dest`,
+    runnable by Harbor offline; every Dockerfile of the environment (its services' too) is mapped."""
     images = ImageMap.default()
     for name in names:
-        shutil.copytree(SAMPLES / name, dest / name)
-        df = dest / name / "environment" / "Dockerfile"
-        df.write_text(re.sub(r"(?m)^FROM\s+(\S+)", lambda m: f"FROM {images.lookup(m.group(1)) or m.group(1)}",
-                             df.read_text()))
+        shutil.copytree(src / name, dest / name)
+        for df in (dest / name / "environment").rglob("Dockerfile"):
+            df.write_text(re.sub(r"(?m)^FROM\s+(\S+)", lambda m: f"FROM {images.lookup(m.group(1)) or m.group(1)}",
+                                 df.read_text()))
         toml = dest / name / "task.toml"
         toml.write_text(toml.read_text().replace('network_mode = "no-network"', 'network_mode = "public"')
                         .replace("allow_internet = false", "allow_internet = true"))

@@ -84,10 +84,58 @@ def test_tb1_bad_task_yaml_is_an_error_row_naming_file_and_field(tmp_path, task_
     assert "task.yaml" in bad.error and expected in bad.error
 
 
-def test_tb1_multi_service_compose_is_refused(tmp_path):
-    tb1(tmp_path, "multi", "instruction: x\ndifficulty: easy\n", compose=COMPOSE + "  server:\n    image: redis\n")
+def test_tb1_multi_service_compose_loads_its_services(tmp_path):
+    extra = """    depends_on: {server: {condition: service_healthy}}
+  server:
+    build: {context: ./srv, dockerfile: Dockerfile.srv}
+    command: python3 -m http.server ${PORT:-8080}
+    environment: {MODE: fast, DEBUG: false}
+    hostname: web
+    mem_limit: 256m
+    healthcheck: {test: "curl -f localhost:8080", interval: 1m30s, retries: 5}
+  cache:
+    image: redis:7
+    depends_on: [server]
+    ports: ["6379:6379"]
+"""
+    d = tb1(tmp_path, "multi", "instruction: x\ndifficulty: easy\n", compose=COMPOSE + extra)
+    (d / "srv").mkdir()
+    (d / "srv" / "Dockerfile.srv").write_text("FROM python:3.11-slim\n")
     [t] = load_dataset(tmp_path, "terminalbench")
-    assert isinstance(t, TaskLoadError) and "extra services (server)" in t.error
+    env = t.environment
+    assert (env.main_service, env.env, env.dockerfile) == ("client", {"TEST_DIR": "/tests"}, "Dockerfile")
+    server, cache = env.services
+    assert (server.name, server.context_dir, server.dockerfile) == ("server", d / "srv", "Dockerfile.srv")
+    assert server.command == ["python3", "-m", "http.server", "8080"]
+    assert (server.env, server.aliases, server.memory_mb) == ({"MODE": "fast", "DEBUG": "false"}, ["web"], 256)
+    assert server.healthcheck.test == ["CMD-SHELL", "curl -f localhost:8080"]
+    assert (server.healthcheck.interval_s, server.healthcheck.retries) == (90.0, 5)
+    assert (cache.image, cache.context_dir, cache.depends_on) == ("redis:7", None, {"server": "service_started"})
+
+
+@pytest.mark.parametrize("extra, expected", [
+    ("  db:\n    image: postgres\n    volumes: [./data:/var/lib/data]\n", "services.db.volumes is not supported"),
+    ("  db:\n    image: postgres\n    depends_on: [client]\n", "depending on the agent's service"),
+    ("  db:\n    image: postgres\n    depends_on: [nope]\n", "no service 'nope'"),
+    ("  db:\n    image: a\n    depends_on: [db2]\n  db2:\n    image: b\n    depends_on: [db]\n", "cycle"),
+    ("  db:\n    build: {context: ../elsewhere}\n", "outside the task directory"),
+    ("  db:\n    privileged: true\n    image: a\n", "services.db.privileged is not supported"),
+])
+def test_tb1_compose_features_that_cannot_run_are_refused(tmp_path, extra, expected):
+    tb1(tmp_path, "multi", "instruction: x\ndifficulty: easy\n", compose=COMPOSE + extra)
+    [t] = load_dataset(tmp_path, "terminalbench")
+    assert isinstance(t, TaskLoadError) and expected in t.error, t
+
+
+def test_harbor_compose_services_and_main_overrides(tmp_path):
+    d = harbor(tmp_path, "svc", "[environment]\nallow_internet = false\n")
+    (d / "environment" / "docker-compose.yaml").write_text(
+        "services:\n  main:\n    environment: [API=http://api:80]\n    depends_on: [api]\n"
+        "  api:\n    image: ${MAIN_IMAGE_NAME}-api\n    entrypoint: [\"/bin/sh\", \"-c\"]\n    command: [\"sleep 1\"]\n")
+    [t] = load_dataset(tmp_path, "terminalbench")
+    [api] = t.environment.services
+    assert (t.environment.main_service, t.environment.env) == ("main", {"API": "http://api:80"})
+    assert (api.image, api.entrypoint, api.command) == ("hb__svc-api", ["/bin/sh", "-c"], ["sleep 1"])
 
 
 def test_harbor_fields(tmp_path):

@@ -164,12 +164,16 @@ def test_canaries_ship_for_terminal_bench_and_spreadsheetbench_and_are_unsolvabl
         assert t.solution is None and "DIGEST" in (t.source_dir / "tests" / "test_outputs.py").read_text()
 
 
-def test_a_multi_service_harbor_environment_is_a_load_error(tmp_path):
+def test_a_multi_service_harbor_environment_loads_its_services_unless_it_needs_volumes(tmp_path):
     src = Path(__file__).parents[1] / "metaopt" / "benchmarks" / "samples" / "terminalbench" / "access-log-offenders"
     d = tmp_path / "two-services"
     shutil.copytree(src, d)
     (d / "environment" / "docker-compose.yaml").write_text("services:\n  main:\n    build: .\n  db:\n    image: postgres:16\n")
-    with pytest.raises(TaskFormatError, match="2 services .*db, main.* not supported"):
+    [db] = load_harbor(d, "x").environment.services
+    assert (db.name, db.image) == ("db", "postgres:16")
+    (d / "environment" / "docker-compose.yaml").write_text(
+        "services:\n  main:\n    build: .\n  db:\n    image: postgres:16\n    volumes: [pg:/var/lib/pg]\n")
+    with pytest.raises(TaskFormatError, match="services.db.volumes is not supported"):
         load_harbor(d, "x")
     (d / "environment" / "docker-compose.yaml").write_text("services:\n  main:\n    build: .\n")
     assert load_harbor(d, "x").id == "two-services"

@@ -14,9 +14,9 @@ import tomllib
 from pathlib import Path
 from typing import Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from metaopt.benchmarks import compose
 from metaopt.benchmarks.formats import TaskFormatError, dockerfile_workdir, first_error, needs_services
 from metaopt.benchmarks.task import Environment, Resources, Solution, Task, Verifier
 
@@ -92,7 +92,7 @@ def load(task_dir: Path, benchmark: str) -> Task:
         raise TaskFormatError(f"{test_sh}: missing (the task's verifier)")
 
     env_dir = task_dir / "environment"
-    _single_service(env_dir / "docker-compose.yaml")
+    spec = _compose(env_dir, task_dir.name)
     dockerfile = env_dir / "Dockerfile"
     env = cfg.environment
     if not dockerfile.is_file() and not env.docker_image:
@@ -120,6 +120,7 @@ def load(task_dir: Path, benchmark: str) -> Task:
         environment=Environment(
             context_dir=env_dir if dockerfile.is_file() else None,
             image=env.docker_image,
+            **({"services": spec.services, "main_service": "main", "env": spec.main_env} if spec and spec.services else {}),
         ),
         workdir=workdir,
         agent_user=cfg.agent.user,
@@ -141,19 +142,16 @@ def load(task_dir: Path, benchmark: str) -> Task:
     )
 
 
-def _single_service(compose: Path) -> None:
-    """A multi-service environment (a compose file naming more than one service) cannot run in
-    one container: refuse it as a load error rather than score it without its services."""
-    if not compose.is_file():
-        return
-    try:
-        doc = yaml.safe_load(compose.read_text()) or {}
-    except yaml.YAMLError as e:
-        raise TaskFormatError(f"{compose}: not valid YAML ({str(e).splitlines()[0]})") from None
-    services = doc.get("services") if isinstance(doc, dict) else None
-    if isinstance(services, dict) and len(services) > 1:
-        raise TaskFormatError(f"{compose}: {len(services)} services ({', '.join(sorted(map(str, services)))}) are not "
-                              f"supported yet: only single-container tasks run")
+def _compose(env_dir: Path, name: str) -> compose.Compose | None:
+    """environment/docker-compose.yaml read as Harbor merges it over its own base (service
+    `main` built from environment/): the other services, and main's environment."""
+    path = env_dir / "docker-compose.yaml"
+    if not path.is_file():
+        return None
+    read = compose.read(path, "main", {"MAIN_IMAGE_NAME": f"hb__{name}", "CONTEXT_DIR": str(env_dir.resolve())})
+    if read.main_build is not None and (env_dir / read.main_build["context"]).resolve() != env_dir.resolve():
+        raise TaskFormatError(f"{path}: services.main.build.context must be the environment directory")
+    return read
 
 
 def _network(env: _Environment) -> bool:

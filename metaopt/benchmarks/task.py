@@ -15,8 +15,48 @@ from pydantic import BaseModel, ConfigDict, Field
 ScoringKind = Literal["pytest", "reward", "spreadsheet", "val_bpb", "inspect"]
 
 
+class Healthcheck(BaseModel):
+    """A compose healthcheck, in the Docker API's terms (`test` is `["CMD", ...]` or `["CMD-SHELL", cmd]`)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    test: list[str]
+    interval_s: float = 30.0
+    timeout_s: float = 30.0
+    retries: int = 3
+    start_period_s: float = 0.0
+
+
+class Service(BaseModel):
+    """One compose service beside the agent's container (benchmarks.compose reads them): a server
+    or a database the task's tests talk to, reachable from the agent's container by its name."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str
+    image: str | None = None
+    """A prebuilt image (used when present locally, after the image map)."""
+    context_dir: Path | None = None
+    """Build context directory; None when only `image` is given."""
+    dockerfile: str = "Dockerfile"
+    command: list[str] | None = None
+    entrypoint: list[str] | None = None
+    env: dict[str, str] = Field(default_factory=dict)
+    workdir: str | None = None
+    user: str | None = None
+    aliases: list[str] = Field(default_factory=list)
+    """Extra names it answers to on the task's network (its service name always)."""
+    healthcheck: Healthcheck | None = None
+    depends_on: dict[str, str] = Field(default_factory=dict)
+    """service name -> condition: service_started, service_healthy, service_completed_successfully."""
+    init: bool = False
+    cpus: float | None = None
+    memory_mb: int | None = None
+
+
 class Environment(BaseModel):
-    """Where the task's container comes from: a Dockerfile build context, or a prebuilt image."""
+    """Where the task's container comes from: a Dockerfile build context, or a prebuilt image;
+    plus, for multi-container tasks, the other compose services on one network with it."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -26,6 +66,13 @@ class Environment(BaseModel):
     """Dockerfile path relative to context_dir."""
     image: str | None = None
     """A prebuilt image reference; used when present locally (after the image map)."""
+    services: list[Service] = Field(default_factory=list)
+    """The compose services besides the agent's (empty for single-container tasks)."""
+    main_service: str | None = None
+    """The compose name of the agent's service (`client` in TB1, `main` in Harbor), when
+    `services` is not empty: the others reach it by that name."""
+    env: dict[str, str] = Field(default_factory=dict)
+    """Environment of the agent's container from a multi-service compose file."""
 
 
 class Resources(BaseModel):

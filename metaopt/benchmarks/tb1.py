@@ -12,6 +12,7 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from metaopt.benchmarks import compose
 from metaopt.benchmarks.formats import TaskFormatError, dockerfile_workdir, first_error, needs_services
 from metaopt.benchmarks.task import Environment, Solution, Task, Verifier
 
@@ -59,7 +60,8 @@ def load(task_dir: Path, benchmark: str) -> Task:
     if cfg.parser_name != "pytest":
         raise TaskFormatError(f"{path}: parser_name '{cfg.parser_name}' is not supported (only pytest)")
 
-    dockerfile = _client_dockerfile(task_dir)
+    spec = _compose(task_dir)
+    dockerfile = spec.main_build["dockerfile"] if spec and spec.main_build else "Dockerfile"
     if not (task_dir / dockerfile).is_file():
         raise TaskFormatError(f"{task_dir / dockerfile}: missing (the task's environment)")
     run_tests = task_dir / "run-tests.sh"
@@ -81,7 +83,7 @@ def load(task_dir: Path, benchmark: str) -> Task:
         format="tb1",
         source_dir=task_dir,
         instruction=cfg.instruction,
-        environment=Environment(context_dir=task_dir, dockerfile=dockerfile),
+        environment=Environment(context_dir=task_dir, dockerfile=dockerfile, **_services(spec)),
         workdir=dockerfile_workdir(dockerfile_text),
         agent_timeout_s=cfg.max_agent_timeout_sec,
         verifier=Verifier(
@@ -99,30 +101,29 @@ def load(task_dir: Path, benchmark: str) -> Task:
     )
 
 
-def _client_dockerfile(task_dir: Path) -> str:
-    """The Dockerfile of the compose `client` service. Only the template compose (one `client`
-    service built from the task dir) collapses to a plain build; anything else is refused."""
-    compose = task_dir / "docker-compose.yaml"
-    if not compose.is_file():
-        return "Dockerfile"
-    try:
-        doc = yaml.safe_load(compose.read_text()) or {}
-    except yaml.YAMLError as e:
-        raise TaskFormatError(f"{compose}: not valid YAML ({str(e).splitlines()[0]})") from None
-    services = doc.get("services") if isinstance(doc, dict) else None
-    if not isinstance(services, dict) or "client" not in services:
-        raise TaskFormatError(f"{compose}: no 'client' service")
-    if len(services) > 1:
-        others = ", ".join(sorted(s for s in services if s != "client"))
-        raise TaskFormatError(
-            f"{compose}: extra services ({others}) are not supported yet: only single-container tasks run"
-        )
-    build = services["client"].get("build", ".")
-    if isinstance(build, str):
-        build = {"context": build}
-    if build.get("context", ".") not in (".", "./"):
-        raise TaskFormatError(f"{compose}: services.client.build.context must be the task directory")
-    return build.get("dockerfile", "Dockerfile")
+def _compose(task_dir: Path) -> compose.Compose | None:
+    """The task's compose file read with the `client` service as the agent's; None without one.
+    The client must be built from the task directory (as in the template)."""
+    path = task_dir / "docker-compose.yaml"
+    if not path.is_file():
+        return None
+    name = task_dir.name.replace(".", "-")
+    read = compose.read(path, "client", {
+        "T_BENCH_TASK_DOCKER_CLIENT_IMAGE_NAME": f"tb__{name}__client", "T_BENCH_TASK_DOCKER_NAME_PREFIX": f"tb__{name}",
+        "T_BENCH_TASK_DOCKER_CLIENT_CONTAINER_NAME": name, "T_BENCH_TEST_DIR": TEST_DIR,
+        "T_BENCH_CONTAINER_LOGS_PATH": "/logs", "T_BENCH_CONTAINER_AGENT_LOGS_PATH": "/agent-logs",
+        "T_BENCH_TASK_LOGS_PATH": "/logs", "T_BENCH_TASK_AGENT_LOGS_PATH": "/agent-logs"})
+    read.main_build = read.main_build or {"context": ".", "dockerfile": "Dockerfile"}
+    if read.main_build["context"] not in (".", "./"):
+        raise TaskFormatError(f"{path}: services.client.build.context must be the task directory")
+    return read
+
+
+def _services(spec: compose.Compose | None) -> dict:
+    """Environment fields of a multi-service task: its services, the client's name and env."""
+    if spec is None or not spec.services:
+        return {}  # the template compose: one container, as a plain build
+    return {"services": spec.services, "main_service": spec.main, "env": spec.main_env}
 
 
 def _solution(task_dir: Path) -> Solution | None:

@@ -22,6 +22,7 @@ from metaopt.evaluation.hardware import hardware
 from metaopt.evaluation.task_files import node_lock, unpack
 from metaopt.evaluation.trial import ImageCache, run_trial
 from metaopt.sandbox.docker import DockerBackend
+from metaopt.sandbox.docker_services import ServiceSpec
 from metaopt.sandbox.forensics import Pristine
 from metaopt.sandbox.images import ImageMap
 from metaopt.traces.shipping import collecting_tracing
@@ -40,7 +41,7 @@ class NodeImageCache(ImageCache):
     """ImageCache whose builds are serialised across every process on the node, so one image
     is built once per node however many trials of its task run there at once."""
 
-    def _build(self, task: Task) -> tuple[str, str]:
+    def _build(self, task: Task) -> tuple[str, str, list[ServiceSpec]]:
         key = hashlib.sha256(f"{task.id}\0{task.environment.context_dir}".encode()).hexdigest()[:24]
         with node_lock(f"image-{key}"):
             return super()._build(task)

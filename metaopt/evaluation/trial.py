@@ -7,21 +7,24 @@ never raised. Only systemic failures (no Docker daemon) and interruption propaga
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import tempfile
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from metaopt.benchmarks.scorers import VerifyContext
-from metaopt.benchmarks.task import Task, TaskLoadError
+from metaopt.benchmarks.task import Service, Task, TaskLoadError
 from metaopt.core.errors import SandboxError, SandboxUnavailable
 from metaopt.evaluation.agents import Agent, AgentResult
 from metaopt.evaluation.integrity import TrialIntegrity
 from metaopt.evaluation.result import TrialResult
 from metaopt.evaluation.verify import verify
 from metaopt.sandbox.base import SandboxSpec
+from metaopt.sandbox.docker_services import ServiceSpec
 from metaopt.traces.store import now
 
 
@@ -35,6 +38,14 @@ class ImageCache:
 
     def get(self, task: Task) -> tuple[str, str]:
         """(image tag, working dir). Raises SandboxError subclasses, cached per task."""
+        image, workdir, _ = self._cached(task)
+        return image, workdir
+
+    def services(self, task: Task) -> list[ServiceSpec]:
+        """The task's other compose services, their images built or resolved (cached per task)."""
+        return self._cached(task)[2]
+
+    def _cached(self, task: Task) -> tuple[str, str, list[ServiceSpec]]:
         with self._lock:
             lock, slot = self._per_task.setdefault(task.id, (threading.Lock(), []))
         with lock:
@@ -50,7 +61,7 @@ class ImageCache:
             raise value
         return value
 
-    def _build(self, task: Task) -> tuple[str, str]:
+    def _build(self, task: Task) -> tuple[str, str, list[ServiceSpec]]:
         env = task.environment
         image = None
         if env.image:
@@ -64,7 +75,22 @@ class ImageCache:
                 raise SandboxError(f"task {task.id}: its environment names neither an image nor a build context")
             image = self.backend.build_image(Path(env.context_dir), env.dockerfile, name=task.id)
         workdir = task.workdir or self.backend.image_workdir(image) or "/"
-        return image, workdir
+        return image, workdir, [self._service(task, s) for s in env.services]
+
+    def _service(self, task: Task, svc: Service) -> ServiceSpec:
+        if not hasattr(self.backend, "start_services"):
+            raise SandboxError(f"task {task.id}: its compose services need the Docker backend")
+        if svc.context_dir is not None:
+            image = self.backend.build_image(Path(svc.context_dir), svc.dockerfile, name=f"{task.id}-{svc.name}")
+        else:
+            image = self.backend.resolve_image(svc.image or "")
+        hc = svc.healthcheck
+        return ServiceSpec(
+            name=svc.name, image=image, command=svc.command, entrypoint=svc.entrypoint, env=svc.env,
+            workdir=svc.workdir, user=svc.user, aliases=tuple(svc.aliases), depends_on=svc.depends_on, init=svc.init,
+            cpus=svc.cpus, memory_mb=svc.memory_mb,
+            healthcheck=hc and {"test": hc.test, "interval": int(hc.interval_s * 1e9), "timeout": int(hc.timeout_s * 1e9),
+                                "retries": hc.retries, "start_period": int(hc.start_period_s * 1e9)})
 
 
 def run_trial(task: Task | TaskLoadError, attempt: int, agent: Agent, *, backend: Any, images: ImageCache | None,
@@ -95,7 +121,13 @@ def run_trial(task: Task | TaskLoadError, attempt: int, agent: Agent, *, backend
         labels={**(labels or {}), "metaopt.task_id": task.id, "metaopt.attempt": str(attempt)},
     )
     try:
-        with backend.start(spec, run_id=run_id) as sb:
+        with contextlib.ExitStack() as stack:
+            if task.environment.services:  # the other compose services, on a network the container joins
+                group = stack.enter_context(backend.start_services(
+                    images.services(task), run_id=run_id, labels=spec.labels, internet=task.network))
+                spec = replace(spec, env={**task.environment.env, **spec.env}, network_name=group.network,
+                               aliases=(task.environment.main_service or "main",))
+            sb = stack.enter_context(backend.start(spec, run_id=run_id))
             sb.copy_in(_log_dirs(), "/logs")  # /logs/agent, /logs/verifier, /logs/artifacts (TB layout)
             integ = TrialIntegrity(task, sb, backend=backend, run_id=run_id, spec=spec)
             integ.start()  # PID 1 and the main process, before the agent can touch them

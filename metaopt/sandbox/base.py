@@ -38,6 +38,8 @@ class SandboxSpec:
     memory_mb: int | None = None
     pids_limit: int | None = 4096
     network: bool = False  # no network at all unless the task asks for it
+    network_name: str | None = None  # join this (labelled) network of the trial's services instead
+    aliases: tuple[str, ...] = ()  # names the others on `network_name` reach it by
     gpus: int = 0  # -1 = all GPUs
     labels: dict[str, str] = field(default_factory=dict)
 

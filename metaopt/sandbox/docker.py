@@ -26,6 +26,7 @@ from metaopt.sandbox.base import SandboxSpec
 from metaopt.sandbox.docker_errors import UNREACHABLE, daemon_url, explain, root_cause
 from metaopt.sandbox.docker_fork import SNAPSHOT
 from metaopt.sandbox.docker_sandbox import DockerSandbox
+from metaopt.sandbox.docker_services import ServiceGroup, ServiceSpec, start_services
 from metaopt.sandbox.images import (
     ImageMap,
     context_digest,
@@ -97,7 +98,8 @@ class DockerBackend:
         gpus = [docker.types.DeviceRequest(count=spec.gpus, capabilities=[["gpu"]])]
         mem = spec.memory_mb * 2**20 if spec.memory_mb else None
         host_config = self.api.create_host_config(
-            network_mode=f"container:{network_from}" if network_from else "bridge" if spec.network else "none",
+            network_mode=(f"container:{network_from}" if network_from else spec.network_name
+                          or ("bridge" if spec.network else "none")),
             init=True,  # tini reaps orphans and stops `sleep` at once
             nano_cpus=int(spec.cpus * 1e9) if spec.cpus else None,
             mem_limit=mem,
@@ -110,6 +112,9 @@ class DockerBackend:
                   **({"entrypoint": []} if main else {}),
                   "working_dir": spec.workdir, "environment": spec.env, "user": spec.user or "",
                   "host_config": host_config, "detach": True}
+        if spec.network_name and not network_from:
+            create["networking_config"] = self.api.create_networking_config(
+                {spec.network_name: self.api.create_endpoint_config(aliases=list(spec.aliases) or None)})
         try:
             try:
                 cid = self.api.create_container(spec.image, **create)["Id"]
@@ -126,6 +131,13 @@ class DockerBackend:
         except docker.errors.APIError as e:
             raise SandboxError(f"cannot start a sandbox from {spec.image}: {explain(e)}") from None
         return sb
+
+    def start_services(self, services: list[ServiceSpec], *, run_id: str, labels: dict[str, str],
+                       internet: bool) -> ServiceGroup:
+        """Start a trial's compose services on a new network of their own (sandbox.docker_services);
+        the agent's container joins it through SandboxSpec.network_name."""
+        return start_services(self.api, services, run_id=run_id, internet=internet,
+                              labels={**labels, MANAGED: "true", RUN_ID: run_id})
 
     def prune(self, run_id: str | None = None, *, images: bool = False,
               labels: dict[str, str] | None = None) -> dict[str, int]:

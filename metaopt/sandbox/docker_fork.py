@@ -6,7 +6,9 @@ tasks whose tests talk to a service the agent left running, it freezes the conta
 (`docker pause`) for the diff and the commit, then thaws it, and the new container joins its
 network namespace only: the services stay reachable over localhost, but no
 process of the agent's shares the verifier's filesystem or PID namespace, so nothing it does
-after the capture can reach the tests, their configuration or the reward.
+after the capture can reach the tests, their configuration or the reward. A task with compose
+services (sandbox.docker_services) keeps them: the new container is on their network either way
+(through the agent's namespace, or joined to it by the spec's `network_name`).
 
 The snapshot is tagged `metaopt-verify/<container>:<random>` and labelled like the trial's
 container (`metaopt.snapshot=1`); `Fork.close()` removes the verifier's container and the image,
