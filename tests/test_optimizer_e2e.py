@@ -197,8 +197,9 @@ def test_split_that_leaves_a_set_empty(tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.timeout(2400)
-def test_the_sample_benchmark_run_from_the_readme_accepts_on_a_fresh_confirmation(readme_run):
-    _, db = readme_run
+def test_the_sample_benchmark_run_from_the_readme_improves_the_test_score(readme_run):
+    out, db = readme_run
+    assert out["best_test_score"] > out["baseline_test_score"] and out["accepted"] >= 1
     with Store(db, read_only=True) as s:
         rows = s.rows("SELECT c.status, g.stage, g.outcome, g.reason FROM candidates c JOIN gate_decisions g "
                       "USING (candidate_id) WHERE c.status = 'accepted' AND g.stage = 'confirm' AND g.outcome = 'accept'")
