@@ -88,7 +88,7 @@ def error(base: str, path: str, **params) -> tuple[int, str]:
 
 def test_the_lineage_is_a_tree_with_the_head_merges_and_candidates_in_flight(base):
     d = get(base, "lineage", experiment=E)
-    short = lambda cid: cid.rsplit("/", 1)[-1]  # noqa: E731
+    short = lambda cid: cid.rsplit("/", 1)[-1]
 
     def tree(n):
         return {short(n["candidate_id"]): [tree(k) for k in n["children"]]}

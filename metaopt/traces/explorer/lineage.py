@@ -64,7 +64,7 @@ def lineage(store: Any, experiment_id: str) -> dict[str, Any]:
         nodes[c["candidate_id"]] = {**{k: c[k] for k in KEEP}, "summary": (c["rationale"] or "").strip().split("\n")[0],
                                     "merged": _merged(c, ids), "head": c["candidate_id"] == head, "children": []}
     roots = []
-    for cid, n in nodes.items():
+    for n in nodes.values():
         parent = nodes.get(n["parent_id"] or "")
         (parent["children"] if parent is not None else roots).append(n)
     in_flight = []
