@@ -7,7 +7,7 @@ Prints ONE JSON object (or, with --markdown, the RESULTS table).
     python -m perf.gate_swarm --concurrency-rule per_worker   # a wrong rule: the null bound fails
     python -m perf.gate_simulation --in-flight 1,2,4,8   # the same, from the gate simulation
 
-The concurrency rule simulated (docs/design/gate.md, fixed by the lead for --parallel N):
+The concurrency rule simulated (the one fixed for `metaopt run --parallel N`):
 - alpha_j by begin order: the j-th confirmation to *begin* (its confirm stage dispatched, before
   any of its fresh trials ran) is tested at alpha_j = alpha s (1 - s)^(j - 1), whatever order the
   confirmations finish in; a level is fixed before its data exist, so the union bound holds.

@@ -5,10 +5,13 @@ store filled by the tables' owners: the experiment's Ledger and meta_bench.resul
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import threading
 import urllib.error
 import urllib.request
 from datetime import datetime, timedelta
+from pathlib import Path
 from urllib.parse import urlencode
 
 import pytest
@@ -62,8 +65,12 @@ def _bench(store: Store) -> None:
 
 
 @pytest.fixture(scope="module")
-def base(tmp_path_factory) -> str:
-    db = tmp_path_factory.mktemp("lineage") / "s.duckdb"
+def db(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("lineage") / "s.duckdb"
+
+
+@pytest.fixture(scope="module")
+def base(db) -> str:
     with Store(db) as s:
         _fill(s)
         _bench(s)
@@ -105,6 +112,13 @@ def test_the_lineage_is_a_tree_with_the_head_merges_and_candidates_in_flight(bas
     assert flight["c3"]["step"] == "select continue" and flight["c3"]["parent_is_head"]
     assert flight["c4"]["step"] == "confirm begin" and not flight["c4"]["parent_is_head"]
     assert flight["c5"]["step"] == "proposed, no gate step yet"
+
+
+def test_the_terminal_prints_the_same_lineage(base, db):
+    r = subprocess.run([sys.executable, "-m", "metaopt.cli", "traces", "lineage", E, "--db", str(db), "--json"],
+                       capture_output=True, text=True, timeout=120, check=False)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout) == get(base, "lineage", experiment=E)
 
 
 def _walk(nodes):
