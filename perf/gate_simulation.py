@@ -4,6 +4,7 @@
     python -m perf.gate_simulation                    # 2,000 experiments per condition (minutes)
     python -m perf.gate_simulation --experiments 300  # a quick look
     python -m perf.gate_simulation --markdown         # the README table instead of JSON
+    python -m perf.gate_simulation --in-flight 1,2,4,8 --experiments 400   # N candidates in flight (perf.gate_swarm)
 
 The loop is simulated as the optimizer runs it. Each experiment: binary tasks, a flaky share of
 them at p = 0.5, the rest solved or failed for good (half each); 2n train and n validation tasks;
@@ -322,7 +323,13 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--markdown", action="store_true", help="print the README table instead of the JSON")
     ap.add_argument("--rule", default="{}", help='staged-gate settings to try, as JSON (e.g. \'{"select_z": 1.0}\')')
+    ap.add_argument("--in-flight", help="N candidates in flight, comma-separated (e.g. 1,2,4,8): run the staged gate "
+                    "under concurrency instead (perf.gate_swarm, with these --experiments, --seed, --rule, --markdown)")
     a = ap.parse_args(argv)
+    if a.in_flight:
+        from perf import gate_swarm
+        return gate_swarm.main(["--in-flight", a.in_flight, "--experiments", str(a.experiments), "--seed", str(a.seed),
+                                "--rule", a.rule, *(["--markdown"] if a.markdown else [])])
     global RULE
     RULE = SequentialRule.model_validate({**RULE.model_dump(), **json.loads(a.rule)})
     out = run(a.experiments, a.seed)

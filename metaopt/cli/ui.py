@@ -75,6 +75,10 @@ def _print_json(data: Any) -> None:
     print(json.dumps(data, default=str))
 
 
+def _short(cid: str | None) -> str:
+    return (cid or "-").rsplit("/", 1)[-1]
+
+
 def _score(v: float | None) -> str:
     return "-" if v is None else f"{v:.2f}"
 
@@ -207,11 +211,37 @@ def compare_cmd(task: str = typer.Argument(...), a: str = typer.Argument(..., he
     out.print(t)
 
 
+def lineage_cmd(experiment: str = typer.Argument(..., help="Experiment id."), db: Path = DB, as_json: bool = JSON) -> None:
+    """Candidates in flight (pending: the gate step each reached, whether its parent is still head)
+    and the experiment's candidates as a tree, parent to children."""
+    from metaopt.traces.explorer.lineage import lineage
+
+    data = _view(db, lambda s: lineage(s, experiment))
+    if as_json:
+        return _print_json(data)
+    out.print(f"[bold]in flight: {len(data['in_flight'])}[/]", highlight=False)
+    for c in data["in_flight"]:
+        parent = "head" if c["parent_is_head"] else "superseded: needs a head-to-head against the head"
+        out.print(f"  c{c['iteration']} of {_short(c['parent_id'])} ({parent}): {c['step']}  {escape(c['summary'])}",
+                  highlight=False)
+
+    def node(n: dict, depth: int) -> None:
+        merged = ", ".join(map(_short, n["merged"] or [])) or "several"
+        merge = f" merge of {merged} onto {_short(n['parent_id'])}" if n["merged"] is not None else ""
+        head = " [bold]head[/]" if n["head"] else ""
+        out.print(f"{'  ' * depth}c{n['iteration']} {n['status']}{head}{merge}  {escape(n['summary'])}", highlight=False)
+        for k in n["children"]:
+            node(k, depth + 1)
+
+    for r in data["roots"]:
+        node(r, 0)
+
+
 def register_views(traces_app: typer.Typer) -> None:
     """Add the explorer's views as `metaopt traces ...`."""
     from metaopt.cli.mechanisms import mechanisms_cmd
 
     for name, fn in (("experiments", experiments_cmd), ("experiment", experiment_cmd), ("matrix", matrix_cmd), ("spans", spans_cmd),
                      ("causes", causes_cmd), ("search", search_cmd), ("compare", compare_cmd),
-                     ("mechanisms", mechanisms_cmd)):
+                     ("mechanisms", mechanisms_cmd), ("lineage", lineage_cmd)):
         traces_app.command(name)(fn)

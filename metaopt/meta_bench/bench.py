@@ -25,8 +25,9 @@ from metaopt.meta_bench import results
 from metaopt.meta_bench.case import Case
 from metaopt.meta_bench.check import judge
 from metaopt.meta_bench.oracle import OracleProposer
-from metaopt.meta_bench.results import CaseResult, wilson
+from metaopt.meta_bench.results import CaseResult
 from metaopt.meta_bench.traces import import_traces
+from metaopt.traces.explorer.bench import totals
 from metaopt.traces.store import Store
 
 SCRIPTED = ("oracle", "heuristic", "placebo")
@@ -39,16 +40,8 @@ class BenchResult:
     rows: list[CaseResult] = field(default_factory=list)
 
     def totals(self) -> dict[str, Any]:
-        n = len(self.rows)
-        fixed = sum(r.fixed for r in self.rows)
-        named = sum(r.cause_named for r in self.rows)
-        lo, hi = wilson(fixed, n)
-        return {"cases": n, "fixed": fixed, "fixed_rate": fixed / n if n else 0.0, "fixed_ci95": [lo, hi],
-                "cause_named": named, "cause_named_ci95": list(wilson(named, n)),
-                "collateral": sum(len(r.broken) for r in self.rows), "turns": sum(r.turns for r in self.rows),
-                "input_tokens": sum(r.input_tokens for r in self.rows),
-                "output_tokens": sum(r.output_tokens for r in self.rows),
-                "cost_usd": sum(r.cost_usd for r in self.rows), "wall_s": sum(r.wall_s for r in self.rows)}
+        """The same totals (Wilson intervals included) as the explorer's bench page."""
+        return totals([r.model_dump() for r in self.rows])
 
     def to_json(self) -> dict[str, Any]:
         return {"bench_id": self.bench_id, "meta_model": self.meta_model,

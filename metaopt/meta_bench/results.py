@@ -3,7 +3,6 @@ This module owns it: its record, and every query against it."""
 
 from __future__ import annotations
 
-import math
 from datetime import datetime
 
 from pydantic import Field
@@ -33,8 +32,9 @@ SCHEMA = Schema(tables=("meta_bench_results",), migrations=(("0010_meta_bench_re
         finished_at TIMESTAMP NOT NULL,
         PRIMARY KEY (bench_id, case_name)
     );
-    """),), reader_optional=("0010_meta_bench_results",))
-"""This module owns meta_bench_results (registered in traces.migrations.SCHEMAS)."""
+    """),), readers=("metaopt.traces.explorer.bench",), reader_optional=("0010_meta_bench_results",))
+"""This module owns meta_bench_results (registered in traces.migrations.SCHEMAS); the explorer's
+bench view reads it (a declared reader: the explorer sits below this package)."""
 
 
 class CaseResult(Record, table="meta_bench_results"):
@@ -77,13 +77,3 @@ def benches(store: Store) -> list[dict]:
     return store.rows("SELECT bench_id, any_value(meta_model) AS meta_model, count(*) AS cases,"
                       " sum(fixed::INT) AS fixed, max(finished_at) AS finished_at FROM meta_bench_results"
                       " GROUP BY bench_id ORDER BY finished_at DESC")
-
-
-def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
-    """95% Wilson score interval of a proportion k/n ((0, 1) when n is 0)."""
-    if n == 0:
-        return 0.0, 1.0
-    p = k / n
-    mid = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return max(0.0, mid - half), min(1.0, mid + half)

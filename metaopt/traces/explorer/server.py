@@ -30,6 +30,8 @@ from urllib.parse import parse_qs, urlsplit
 from metaopt.core.errors import BadRequest
 from metaopt.traces.explorer import paired as pv
 from metaopt.traces.explorer import queries as q
+from metaopt.traces.explorer.bench import bench_runs
+from metaopt.traces.explorer.lineage import lineage
 from metaopt.traces.explorer.mechanisms import mechanisms
 from metaopt.traces.explorer.source import Source
 from metaopt.traces.store import StoreError
@@ -73,6 +75,8 @@ ROUTES: dict[str, Callable[[Any, dict[str, list[str]]], Any]] = {
     "/api/clusters": lambda s, p: pv.clusters(s, _opt(p, "experiment"), _opt(p, "run")),
     "/api/span": lambda s, p: pv.span(s, _arg(p, "id")),
     "/api/paired": lambda s, p: pv.paired(s, _arg(p, "b"), _opt(p, "a"), _opt(p, "task")),
+    "/api/lineage": lambda s, p: lineage(s, _arg(p, "experiment")),
+    "/api/bench": lambda s, p: bench_runs(s, _opt(p, "id")),
 }
 TOKEN_HEADER = "X-Metaopt-Token"
 # scripts and styles from this server only (trace text never becomes markup; this is the second line)

@@ -50,7 +50,7 @@ async function overview() {
       d.experiments.map((e) => h("tr", {}, h("td", {}, link("experiment", { id: e.experiment_id }, e.experiment_id)), h("td", {}, e.benchmark),
         h("td", {}, statusEl(e.status)), h("td", {}, e.candidates), h("td", {}, e.accepted), h("td", {}, e.started_at),
         h("td", {}, link("matrix", { experiment: e.experiment_id }, "matrix"), " ", link("failures", { experiment: e.experiment_id }, "failures"), " ",
-          link("clusters", { experiment: e.experiment_id }, "clusters")))))
+          link("clusters", { experiment: e.experiment_id }, "clusters"), " ", link("lineage", { experiment: e.experiment_id }, "lineage")))))
       : h("p", {}, "No experiments yet (metaopt run writes them)."),
     h("h2", {}, "Evaluation runs"),
     d.runs.length ? h("table", {}, h("tr", {}, ["run", "agent", "status", "trials", "mean score", "not passed", ""].map((c) => h("th", {}, c))),
@@ -123,7 +123,7 @@ async function experimentView(p) {
     h("h2", {}, e.experiment_id, " ", statusEl(e.status)),
     h("p", {}, `benchmark ${e.benchmark}; started ${e.started_at}; `, link("matrix", { experiment: e.experiment_id }, "task x candidate matrix"), " | ",
       link("failures", { experiment: e.experiment_id }, "failures"), " | ", link("clusters", { experiment: e.experiment_id }, "failure clusters"), " | ",
-      link("mechanisms", { experiment: e.experiment_id }, "search mechanisms")),
+      link("mechanisms", { experiment: e.experiment_id }, "search mechanisms"), " | ", link("lineage", { experiment: e.experiment_id }, "lineage and candidates in flight")),
     progressChart(d.progress),
     resultEl(e.result),
     d.candidates.map((c) => h("section", { class: "candidate", id: "cand-" + short(c.candidate_id) },
