@@ -153,4 +153,6 @@ def test_conditional_estimate_is_median_unbiased_and_covers_among_the_selected()
 
 def test_z_critical():
     assert z_critical(0.025) == pytest.approx(1.96, abs=1e-3)
+    tiny = AlphaSpending().level(30)  # a long run's late confirmation: 1 - level rounds to 1.0
+    assert tiny < 1e-16 and z_critical(tiny) > z_critical(AlphaSpending().level(22)) > 0
     assert z_critical(0.5) == pytest.approx(0.0)

@@ -210,5 +210,6 @@ def conditional_estimate(delta: float, se: float, z_crit: float, selection_gain:
 
 
 def z_critical(level: float) -> float:
-    """The one-sided normal critical value for a test at `level` (0 < level < 1)."""
-    return _N.inv_cdf(1.0 - level)
+    """The one-sided normal critical value for a test at `level` (0 < level < 1). Computed from
+    the lower tail: 1 - level rounds to 1.0 once level < ~1e-16 (the ~23rd confirmation's alpha_j)."""
+    return -_N.inv_cdf(level)
