@@ -87,7 +87,9 @@ def rerun(script: str, src: str, dest: str, timeout: float, cwd: str) -> dict:
         os.remove(dest)  # only a fresh run counts
     os.makedirs(os.path.dirname(dest), exist_ok=True)
     try:
-        r = subprocess.run([sys.executable, script, src, dest], capture_output=True, text=True,
+        # Under the locked toolchain (evaluation.runners) the agent's script keeps the agent's python3.
+        python = shutil.which(os.environ.get("SSB_SCRIPT_PYTHON", "")) or sys.executable
+        r = subprocess.run([python, script, src, dest], capture_output=True, text=True,
                            timeout=timeout, cwd=cwd, check=False)
     except subprocess.TimeoutExpired:
         return {"ok": False, "reason": f"{script} ran past {timeout:.0f} s"}
