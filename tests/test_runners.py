@@ -81,3 +81,10 @@ def test_the_samples_share_and_the_argv():
     assert env["PATH"] == "/opt/mo-verify-x/bin:/usr/bin:/bin" and env["KEEP"] == "1"
     assert env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] == "1" and not any(k.startswith(("PYTHON", "UV", "LD_")) and k != "PYTHONDONTWRITEBYTECODE" for k in env)
     assert "/opt/mo-verify-x/lib/ld-linux-x86-64.so.2 --library-path /opt/mo-verify-x/lib /opt/mo-verify-x/bin/python3.11 -I" in argv[-1]
+
+
+def test_a_test_tool_installed_at_verify_time_keeps_the_old_way():
+    """The locked runner installs nothing: a script that installs a tool its tests call runs as written."""
+    assert parse_script(SETUP.replace("install -y curl", "install -y curl primer3") + UVX + REWARD, "/tests", reward=True) is None
+    assert parse_script(SETUP.replace("install -y curl", "install -y --no-install-recommends curl ca-certificates")
+                        + UVX + REWARD, "/tests", reward=True) is not None

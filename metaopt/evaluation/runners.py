@@ -45,7 +45,8 @@ REWARD_TXT = "/logs/verifier/reward.txt"
 SCRUBBED = ("PYTHON", "UV_", "PIP_", "LD_")
 RUNNER_PKGS = re.compile(r"(pytest|pytest-json-ctrf)([=<>~!]=?[\w.*]+)?")
 SETUP = [re.compile(p) for p in (
-    r"apt(-get)? (-\S+ )*(update|install)( .*)?",
+    r"apt(-get)? (-\S+ )*update( .*)?",
+    r"apt(-get)? (-\S+ )*install( -\S+)*( curl| ca-certificates| -\S+)+",  # the installer's own: not test tools
     r"rm -rf /var/lib/apt/lists/\*",
     r"curl .*astral\.sh/uv/.*\| *(ba)?sh( .*)?",
     r"(source|\.) \"?\$\{?HOME\}?/\.local/bin/env\"?( .*)?",
