@@ -13,8 +13,8 @@ from _docker_fixtures import metaopt
 from metaopt.evaluation import TrialResult
 from metaopt.traces.store import Store
 
-TOOLCHAIN_FAMILIES = {"fake-python3", "fake-bash", "sitecustomize", "usercustomize", "pth-hook", "conftest-at-root",
-                      "ini-addopts-plugin", "entry-point-plugin", "stdlib-zip", "pytest-package-shadow"}
+TOOLCHAIN_FAMILIES = {"fake-python3", "fake-bash", "sitecustomize", "pth-hook", "conftest-at-root",
+                      "ini-addopts-plugin", "entry-point-plugin", "stdlib-zip"}
 TOKEN_TEST = f'from pathlib import Path\n\n\ndef test_token():\n    assert Path("/app/token.txt").read_text().strip() == "{SECRET}"\n'
 
 
