@@ -88,3 +88,12 @@ def test_a_test_tool_installed_at_verify_time_keeps_the_old_way():
     assert parse_script(SETUP.replace("install -y curl", "install -y curl primer3") + UVX + REWARD, "/tests", reward=True) is None
     assert parse_script(SETUP.replace("install -y curl", "install -y --no-install-recommends curl ca-certificates")
                         + UVX + REWARD, "/tests", reward=True) is not None
+
+
+def test_a_script_naming_a_test_file_the_task_lacks_runs_as_written(tmp_path):
+    """Its verifier is broken as written (an error, re-checked), not a 0 from the locked runner."""
+    task = next(t for t in load_benchmark("terminalbench-sample") if t.id == "ledger-warmup-export")
+    (tmp_path / "test.sh").write_text(RECOGNISED["tb2-template"])
+    assert recognise(task) is not None
+    bare = task.model_copy(update={"verifier": task.verifier.model_copy(update={"files": [(tmp_path, "/tests")]})})
+    assert recognise(bare) is None

@@ -66,6 +66,8 @@ class Plan:
 
     kind: str
     script: str
+    tests: tuple[str, ...] = ()
+    """The test files the script names (container paths): each must be among the task's files."""
 
 
 def recognise(task: Task) -> Plan | None:
@@ -83,11 +85,24 @@ def recognise(task: Task) -> Plan | None:
     if not m or not test_dir:
         return None
     path = m.group(1).replace("$TEST_DIR", test_dir).replace("${TEST_DIR}", test_dir)
-    host = next((Path(h) / path[len(d):].lstrip("/") if Path(h).is_dir() else Path(h)
-                 for h, d in task.verifier.files if path == d or path.startswith(d.rstrip("/") + "/")), None)
+    host = _host_path(task, path)
     if host is None or not host.is_file():
         return None
-    return parse_script(host.read_text(errors="replace"), test_dir, reward=task.scoring == "reward")
+    plan = parse_script(host.read_text(errors="replace"), test_dir, reward=task.scoring == "reward")
+    if plan is None or not all(_host_path(task, t) is not None for t in plan.tests):
+        return None  # a test file the task does not have: its verifier is broken, as written
+    return plan
+
+
+def _host_path(task: Task, path: str) -> Path | None:
+    """The host file copied to container `path`, or None."""
+    for h, d in task.verifier.files:
+        h = Path(h)
+        if path == d and h.is_file():
+            return h
+        if h.is_dir() and path.startswith(d.rstrip("/") + "/") and (h / path[len(d.rstrip("/")) + 1:]).exists():
+            return h / path[len(d.rstrip("/")) + 1:]
+    return None
 
 
 def parse_script(text: str, test_dir: str, reward: bool) -> Plan | None:
@@ -132,7 +147,8 @@ def parse_script(text: str, test_dir: str, reward: bool) -> Plan | None:
         return None
     if run is None or (reward and not wrote):
         return None
-    return Plan("tb2" if wrote else "tb1", _script(run, cwd, wrote, _reward_values(text)))
+    tests = tuple(a.split("::")[0] for a in run[1:] if a.startswith(test_dir))
+    return Plan("tb2" if wrote else "tb1", _script(run, cwd, wrote, _reward_values(text)), tests)
 
 
 def _blocks(lines: list[str]) -> list[str | list[str]]:
