@@ -6,9 +6,11 @@ Runs `metaopt eval --agent oracle` (and optionally nop) on a benchmark's sample 
 real CLI and reads every trial's `integrity` record back from the store. Prints one JSON object:
 per agent, trials, median / p90 / max of the integrity seconds, of the tamper scan alone, of the
 whole verifier phase, the share of the verifier phase the integrity steps took, and how many
-pristine re-checks ran. `--compare` runs each agent twice, one after the other, in one run: as shipped
-(the verifier in a fresh container, sandbox.docker_fork) and `in-place` (the verifier in the
-agent's container, as before isolation), with the per-task difference of the verifier phase.
+pristine re-checks ran. `--compare` runs each agent three times, one after the other, in one run:
+`in-place` (the verifier in the agent's container, as before isolation), `partial` (a fresh
+container, sandbox.docker_fork, with the task's own toolchain: before the locked toolchain) and as
+shipped (`isolated`: recognised runners on the locked toolchain, evaluation.runners), with the
+per-task differences of the verifier phase.
 
     python -m perf.integrity_overhead [--benchmark terminalbench-sample] [--agents oracle,nop] [-j 2] [--compare [--isolated-first]]
 """
@@ -60,7 +62,7 @@ def main() -> None:
     ap.add_argument("--isolated-first", action="store_true", help="with --compare: the isolated run first")
     args = ap.parse_args()
     out: dict = {"benchmark": args.benchmark, "concurrency": args.j}
-    modes = ["in-place", "isolated"] if args.compare else ["isolated"]
+    modes = ["in-place", "partial", "isolated"] if args.compare else ["isolated"]
     if args.isolated_first:
         modes.reverse()
     with tempfile.TemporaryDirectory() as tmp:
@@ -68,7 +70,7 @@ def main() -> None:
         for agent in args.agents.split(","):
             rows = {}
             for mode in modes:
-                cli = [sys.executable, "-c", IN_PLACE] if mode == "in-place" else [sys.executable, "-m", "metaopt.cli"]
+                cli = [sys.executable, "-c", PATCHED[mode]] if mode in PATCHED else [sys.executable, "-m", "metaopt.cli"]
                 r = subprocess.run([*cli, "eval", "--benchmark", args.benchmark,
                                     "--agent", agent, "-j", str(args.j), "--db", str(db), "--json"],
                                    capture_output=True, check=False, text=True)
@@ -78,16 +80,17 @@ def main() -> None:
                 with Store(db, read_only=True) as s:
                     rows[mode] = s.select(TrialResult, "run_id = ?", [run_id])
                 out[agent if len(modes) == 1 else f"{agent} {mode}"] = summarize(rows[mode])
-            if len(modes) == 2:
-                before = {r.task_id: r.verifier_duration_s for r in rows["in-place"]}
+            for base in [m for m in ("in-place", "partial") if m in rows]:
+                before = {r.task_id: r.verifier_duration_s for r in rows[base]}
                 diff = [r.verifier_duration_s - before[r.task_id] for r in rows["isolated"]
                         if r.verifier_duration_s and before.get(r.task_id)]
-                out[f"{agent} isolated minus in-place"] = {"verifier_phase_s": {"median": _q(diff, 0.5), "p90": _q(diff, 0.9)}}
+                out[f"{agent} isolated minus {base}"] = {"verifier_phase_s": {"median": _q(diff, 0.5), "p90": _q(diff, 0.9)}}
     print(json.dumps(out, indent=1))
 
 
-IN_PLACE = ("import sys; import metaopt.evaluation.integrity as i; i.ISOLATED.clear(); "
-            "from metaopt.cli import main; sys.argv = ['metaopt', *sys.argv[1:]]; main()")
+RUN = "from metaopt.cli import main; sys.argv = ['metaopt', *sys.argv[1:]]; main()"
+PATCHED = {"in-place": "import sys; import metaopt.evaluation.integrity as i; i.ISOLATED.clear(); " + RUN,
+           "partial": "import sys; import metaopt.evaluation.runners as r; r.recognise = lambda task: None; " + RUN}
 
 
 if __name__ == "__main__":

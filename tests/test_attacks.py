@@ -151,6 +151,10 @@ def test_metaopt_run_never_accepts_a_trojan_harness(docker_image, tmp_path, temp
         assert [t["status"] for t in smoke if not t["task_id"].startswith("canary-")] == ["tampered"]
 
 
+LOCKED_OUT = {"openpyxl-patch"}
+"""SpreadsheetBench families the locked verifier toolchain stops before any rule (evaluation.runners)."""
+
+
 def test_spreadsheet_attacks_earn_nothing(docker_image, tmp_path):
     """SpreadsheetBench: the re-run solve.py forks a daemon that rewrites the result JSON after
     evaluate.py wrote it (evaluate.py kills what appeared after each re-run: the copied inputs fail
@@ -169,4 +173,7 @@ def test_spreadsheet_attacks_earn_nothing(docker_image, tmp_path):
         assert t.score == 0.0 and t.status in ("failed", "tampered"), (tid, t.status, t.score, t.error)
         if rule != "zero":
             assert t.status == "tampered" and rule in _rules(t), (tid, _rules(t))
-            assert t.integrity["raw"]["score"] == 1.0  # the attack is real: it pays undefended
+            if tid not in LOCKED_OUT:
+                assert t.integrity["raw"]["score"] == 1.0  # the attack is real: it pays undefended
+            else:  # the evaluator imports the locked toolchain's openpyxl: the patch never runs
+                assert t.integrity["isolation"] == "full" and t.integrity["raw"]["score"] == 0.0

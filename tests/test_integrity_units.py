@@ -199,3 +199,19 @@ def test_only_a_task_that_may_need_a_service_keeps_the_agents_listeners(tmp_path
     assert needs_services("Fix the status page.", [tmp_path])
     keep = {t.id: t.verifier.keep_services for t in load_benchmark("terminalbench-sample") if hasattr(t, "verifier")}
     assert keep["serve-status-page"] and keep["render-nginx-vhosts"]  # the samples that serve keep their servers
+
+
+def test_the_guard_finds_a_task_id_written_in_pieces():
+    """Issue 24: pieces in variables or a list, in or out of order, any case or separator, cut
+    anywhere, across lines; ordinary words and unrelated quoted words stay allowed."""
+    g = Guard(load_benchmark("terminalbench-sample"))
+    h = load_harness(resolve_harness("baseline"))
+    for text in ('A = "access"\nB = "log"\nC = "offenders"\nTASK = "-".join([A, B, C])',
+                 "parts = ['Offenders', 'ACCESS', 'Log']  # reassemble in the right order",
+                 "first = 'rotate_ser'\n# then, on its own line:\nsecond = 'vice.LOGS'",
+                 'When the task is "Hello" + "Greetings", be polite.',
+                 "ids: `render`, then `nginx`, then `vhosts`"):
+        assert (g.check(h, _edit(h, text)) or "").startswith("harness mentions a task id"), text
+    for text in ("Check the access log for offenders.", "Use 'access' mode and keep a 'log'.",
+                 'Say "hello" and send greetings.', "Keep 'rotate' and 'service' names short."):
+        assert g.check(h, _edit(h, text)) is None, text

@@ -50,6 +50,9 @@ class VerifyContext:
     check: Callable[[str], None] | None = None
     """Called after the verifier's files are copied in ("copy-in") and after it ran ("after the
     verifier"): compares what is in the sandbox with the host's files."""
+    command: list[str] | None = None
+    """argv run in place of the task's command: a recognised runner on the locked toolchain
+    (evaluation.runners); its environment is its own."""
 
 
 @dataclass(frozen=True)
@@ -75,7 +78,7 @@ def run_verifier(task: Task, sb: Sandbox, ctx: VerifyContext) -> Verification | 
     if ctx.check:
         ctx.check("copy-in")
     timeout = v.timeout_s * ctx.timeout_multiplier
-    r = sb.exec(v.command, timeout=timeout, workdir=task.workdir, env={**v.env, **ctx.env}, user=v.user)
+    r = sb.exec(ctx.command or v.command, timeout=timeout, workdir=task.workdir, env={**v.env, **ctx.env}, user=v.user)
     output = clip(r.stdout + ("\n" + r.stderr if r.stderr else ""))
     if ctx.check:
         ctx.check("after the verifier")

@@ -5,13 +5,11 @@ Order, after the agent returns (see README "How a trial runs and is scored"):
 2. `prepare`: the static toolchain goes in at a fresh random path; PID 1 and the main process are
    compared with the facts taken before the agent ran (ptrace injection); every agent process is
    stopped (TB tasks: all but listening services and their descendants); then the tamper scan
-   from outside (sandbox.tamper: docker diff, hashes vs the pristine image) - for the scoring
-   kinds in ISOLATED, of a fresh container made from the agent's (sandbox.docker_fork: the
-   agent's container killed, or kept for its services behind a shared network namespace only),
-   where the verifier then runs; when the runner's steps fail in the agent's exhausted container,
-   it is killed before the capture (its failure, not an error); compiled bytecode
-   and installer caches the agent wrote are deleted; the test and reward directories are removed
-   and created empty, whatever they had become.
+   from outside (sandbox.tamper) - for the kinds in ISOLATED, of a fresh container made from the
+   agent's (sandbox.docker_fork), where the verifier then runs, a recognised runner on the locked
+   toolchain (evaluation.runners: `isolation: full`); when the runner's steps fail in the agent's
+   exhausted container, it is killed before the capture (its failure, not an error); bytecode and
+   installer caches the agent wrote are deleted; the test and reward directories are recreated.
 3. The caller copies the tests in (Docker API) and runs the verifier with `env()` (HOME pinned to
    the image's, APT_CONFIG failing fast offline); `check_tests` compares the copied tests with
    the host's before and after the run.
@@ -23,10 +21,9 @@ Order, after the agent returns (see README "How a trial runs and is scored"):
 
 from __future__ import annotations
 
-import ast
 import hashlib
+import os
 import posixpath
-import re
 import threading
 import time
 from collections.abc import Callable
@@ -37,6 +34,8 @@ from typing import Any
 from metaopt.benchmarks.scoring import RECHECK, Verdict, cross_check, defined_tests
 from metaopt.benchmarks.task import Task
 from metaopt.core.errors import SandboxError, SandboxUnavailable
+from metaopt.evaluation.runners import locked_plan, verifier_argv
+from metaopt.evaluation.scope import REWARD_DIR, build_scope
 from metaopt.sandbox import forensics as fx
 from metaopt.sandbox.docker_fork import Fork, fork
 from metaopt.sandbox.tamper import MAX_EVIDENCE, Evidence, Scope, scan
@@ -44,12 +43,13 @@ from metaopt.sandbox.tamper_content import RUNNER_SIGNATURES, SIGNATURES
 from metaopt.sandbox.tamper_text import find
 from metaopt.sandbox.toolchain import PROC_FACTS, StopReport, Toolchain
 
-REWARD_DIR = "/logs/verifier"
 ISOLATED = {"pytest", "reward", "spreadsheet"}
 """Scoring kinds whose verifier runs in a fresh container of the agent's files (the others, e.g.
 inspect scorers that look at the agent's live container, run in it as before)."""
-VERIFIER_PACKAGES = {"spreadsheet": ("openpyxl", "et_xmlfile")}
-"""Python packages a scorer's in-sandbox verifier imports, by scoring (judged like pytest's own)."""
+LAYERS_ENV = "METAOPT_INTEGRITY_LAYERS"
+"""Only for perf/integrity_layers.py: "isolation" (fresh container and locked toolchain, no
+judgement of evidence) or "scan" (the agent's container and its own toolchain, judged by the
+scan); unset, both. Never set it for a real run."""
 
 
 class TrialIntegrity:
@@ -64,10 +64,14 @@ class TrialIntegrity:
         self.evidence: list[Evidence] = []
         self.report: dict[str, Any] = {"checks": [], "isolation": "none"}
         self.tc: Toolchain | None = None
-        self.isolate = (self.supported and self.recheck and hasattr(backend, "api") and task.scoring in ISOLATED)
+        layers = os.environ.get(LAYERS_ENV, "isolation,scan").split(",")
+        self.judging = "scan" in layers  # evidence makes a trial tampered
+        self.isolate = (self.supported and self.recheck and hasattr(backend, "api") and task.scoring in ISOLATED
+                        and "isolation" in layers)
         self.box: Any = sb  # where the verifier runs: the agent's container, or a fresh one (`fork`)
         self.fork: Fork | None = None
         self._facts: list[str] | None = None
+        self._locked: tuple[Any, Any] | None = None
         self._scope: Scope | None = None
         self._t = 0.0
 
@@ -155,11 +159,18 @@ class TrialIntegrity:
                                "kept": stop.kept, "killed": stop.killed, "victims": stop.victims[:20], "left": stop.left}
         ignore, pristine, changes = (*scope.ignore, tc.root), None, None
         if self.isolate:  # the verifier gets a fresh container of the agent's files (sandbox.docker_fork)
-            self.fork = fork(self.backend, self.sb, keep_running=keep, run_id=self.run_id)
+            plan, locked, why = locked_plan(self.task, self.backend.api)
+            self.fork = fork(self.backend, self.sb, keep_running=keep, run_id=self.run_id,
+                             mounts=locked.mounts() if plan and locked else None)
             self.box, pristine, changes = self.fork.sb, fx.Pristine.of(self.sb), self.fork.changes
-            self.report["isolation"] = "partial"  # a fresh container; the task's own toolchain
+            full = bool(plan and locked and self.fork.locked)
+            self._locked = (plan, locked) if full else None
+            # full: a fresh container and a recognised runner on the locked toolchain; partial: the task's own
+            self.report["isolation"] = "full" if full else "partial"
+            self.report["runner"] = plan.kind if full and plan else why or self.fork.report.get("mounts", "")
             self.report["fork"] = self.fork.report
             tc = self.tc = self.fork.tc
+            ignore = (*ignore, *([locked.root] if locked else []))
         res = scan(self.box, replace(scope, ignore=(*ignore, tc.root)), pristine, changes)
         self.evidence += res.evidence
         tc.remove(res.neutralize)
@@ -175,7 +186,7 @@ class TrialIntegrity:
         """Remove the verifier's fresh container and its image (after scoring); idempotent."""
         if self.fork is not None:
             self.fork.close()
-            self.fork, self.box = None, self.sb
+            self.fork, self.box, self._locked = None, self.sb, None
 
     def scope(self) -> Scope:
         if self._scope is None:
@@ -191,6 +202,14 @@ class TrialIntegrity:
             if self.tc is not None and not self.task.network:
                 env.setdefault("APT_CONFIG", f"{self.tc.root}/apt-offline.conf")
         return env
+
+    def command(self) -> list[str] | None:
+        """The verifier's argv on the locked toolchain (evaluation.runners), or None: the task's own."""
+        if self._locked is None or self.tc is None:
+            return None
+        plan, locked = self._locked
+        scope = self.scope()
+        return verifier_argv(self.task, plan, locked, self.tc.busybox, scope.home, scope.path_dirs)
 
     def check_tests(self, stage: str) -> None:
         """The copied-in verifier files must be exactly the host's: all of them at copy-in; after
@@ -228,7 +247,9 @@ class TrialIntegrity:
             why = cross_check(verdict, _expected_tests(self.task))
             if why:
                 self.evidence.append(Evidence("contradicts-own-output", "(verifier stdout)", "runtime", why))
-        if self.evidence:
+        if self.evidence and not self.judging:
+            self.report["evidence_unjudged"] = len(self.evidence)
+        elif self.evidence:
             self.report["raw"] = {"score": verdict.score, "status": verdict.status}
             first = self.evidence[0]
             rules = ", ".join(sorted({e.rule for e in self.evidence}))
@@ -286,39 +307,6 @@ def _runner_litter(rel: str) -> bool:
     return "__pycache__" in parts or ".pytest_cache" in parts or rel.endswith((".pyc", ".xml", ".json", ".log"))
 
 
-def build_scope(task: Task, sb: Any) -> Scope:
-    """The verifier's view: PATH, PYTHONPATH and HOME from the container's configuration (which the
-    agent cannot change), else HOME from the image's own /etc/passwd (the agent can edit the
-    container's)."""
-    v = task.verifier
-    try:
-        env_list = sb.api.inspect_container(sb.id)["Config"].get("Env") or []
-    except Exception as e:  # noqa: BLE001 - docker.errors.APIError or a lost connection: one SandboxError
-        raise SandboxError(f"cannot inspect the sandbox: {e}") from None
-    env = dict(x.split("=", 1) for x in env_list if "=" in x)
-    env.update(v.env)
-    path = env.get("PATH") or "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-    home = env.get("HOME") or _home(sb, v.user)  # the task's, the image's ENV, else the image's passwd
-    dests = [d for _, d in v.files]
-    tops = {"/" + d.strip("/").split("/")[0] for d in dests}
-    test_dir = tops.pop() if len(tops) == 1 else "/tests"
-    return Scope(workdir=task.workdir or "/", home=home, path_dirs=tuple(p for p in path.split(":") if p.startswith("/")),
-                 python_path=tuple(p for p in env.get("PYTHONPATH", "").split(":") if p.startswith("/")),
-                 test_dir=test_dir, reward_dir=REWARD_DIR, test_imports=_test_imports(task),
-                 verifier_packages=VERIFIER_PACKAGES.get(task.scoring, ()),
-                 find_links=tuple(sorted({"/opt/metaopt/wheels", *(d.rstrip("/") for k in ("UV_FIND_LINKS", "PIP_FIND_LINKS")
-                                          for d in re.split(r"[\s,]+", env.get(k, "")) if d.startswith("/"))})))
-
-
-def _home(sb: Any, user: str) -> str:
-    text = fx.Pristine.of(sb).entry("/etc/passwd", limit=1 << 20).text
-    for line in text.splitlines():
-        f = line.split(":")
-        if len(f) >= 6 and (f[0] == user or f[2] == user):
-            return f[5] or "/"
-    return "/root" if user in ("root", "0") else "/"
-
-
 _cache_lock = threading.Lock()
 _digests: dict[str, dict[str, str]] = {}
 _pristine: dict[tuple, tuple[threading.Lock, list]] = {}
@@ -348,23 +336,6 @@ def _expected_tests(task: Task) -> dict[str, set[str]]:
     if task.scoring not in ("pytest", "reward"):
         return {}
     return defined_tests([Path(h) for h, _ in task.verifier.files])
-
-
-def _test_imports(task: Task) -> frozenset[str]:
-    names: set[str] = set()
-    for host, _ in task.verifier.files:
-        host = Path(host)
-        for p in (sorted(host.rglob("*.py")) if host.is_dir() else [host] if host.suffix == ".py" else []):
-            try:
-                tree = ast.parse(p.read_text(errors="replace"))
-            except (SyntaxError, ValueError, OSError):
-                continue
-            for n in ast.walk(tree):
-                if isinstance(n, ast.Import):
-                    names |= {a.name.split(".")[0] for a in n.names}
-                elif isinstance(n, ast.ImportFrom) and n.module and not n.level:
-                    names.add(n.module.split(".")[0])
-    return frozenset(names)
 
 
 def pristine_verdict(task: Task, backend: Any, spec: Any, run_id: str,

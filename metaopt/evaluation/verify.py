@@ -28,7 +28,8 @@ def verify(task: Task, sb: Sandbox, ctx: VerifyContext, integrity: TrialIntegrit
     def scored(steps: TrialIntegrity) -> Verification:
         try:
             tc = steps.prepare()
-            return scorer(task, steps.box, replace(ctx, env={**ctx.env, **steps.env()}, toolchain=tc, check=steps.check_tests))
+            return scorer(task, steps.box, replace(ctx, env={**ctx.env, **steps.env()}, toolchain=tc, check=steps.check_tests,
+                                                   command=steps.command()))
         finally:
             steps.release()
 

@@ -63,6 +63,7 @@ class Guard:
             return f"harness makes the task agent touch {hack}"
         ids_after, ids_before = id_forms(after), id_forms(before)
         sq_after, sq_before = [_squash(v) for v in views(after)], [_squash(v) for v in views(before)]
+        lit_after, lit_before = _literals(after), _literals(before)
         for norm, tid in self.ids.items():
             if _has(norm, ids_after) and not _has(norm, ids_before):
                 return f"harness mentions a task id ({_hint(tid)})"
@@ -70,6 +71,8 @@ class Guard:
             if norm.count("-") >= 2 and len(sq) >= SPREAD_MIN and any(sq in v for v in sq_after) \
                     and not any(sq in v for v in sq_before):
                 return f"harness mentions a task id, spread out ({_hint(tid)})"
+            if _in_pieces(norm, lit_after) and not _in_pieces(norm, lit_before):
+                return f"harness mentions a task id, in pieces ({_hint(tid)})"
         words_after = " ".join(re.findall(r"\w+", after.lower()))
         words_before = " ".join(re.findall(r"\w+", before.lower()))
         for sh, tid in self.shingles.items():
@@ -101,6 +104,30 @@ separator removed, on both sides: shorter ones ("fix-c-build") read as ordinary 
 
 def _squash(text: str) -> str:
     return re.sub(r"[^a-z0-9]", "", text.lower())
+
+
+def _literals(text: str) -> tuple[str, set[str]]:
+    """The quoted string literals of `text` (all its views), squashed: joined in order of
+    appearance, and as a set. Pieces of an id held in variables or a list show up in both."""
+    joined, pieces = [], set()
+    for view in {text, *views(text)[:1]}:
+        lits = [_squash(a or b or c) for a, b, c in re.findall(r"'([^'\n]{1,80})'|\"([^\"\n]{1,80})\"|`([^`\n]{1,80})`", view)]
+        joined.append("".join(lits))
+        pieces |= {x for x in lits if x}
+    return " ".join(joined), pieces
+
+
+def _in_pieces(norm: str, literals: tuple[str, set[str]]) -> bool:
+    """A task id (dash-separated) held in quoted pieces: their concatenation in order spells it
+    (any case or separator, cut anywhere), or every part of it is a literal of its own, in any
+    order. Ids shorter than SPREAD_MIN letters, or with a part under 3, read as ordinary words."""
+    joined, pieces = literals
+    sq, parts = _squash(norm), [p for p in norm.split("-") if p]
+    if len(sq) < SPREAD_MIN:
+        return False
+    if sq in joined and sq not in pieces:  # one literal holding the whole id is the plain match's business
+        return True
+    return len(parts) >= 2 and all(len(p) >= 3 for p in parts) and all(_squash(p) in pieces for p in parts)
 
 
 def _has(needle: str, forms: list[str]) -> bool:

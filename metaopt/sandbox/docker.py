@@ -87,13 +87,14 @@ class DockerBackend:
         return resolve(ref, self.image_map, self._image_id)
 
     def start(self, spec: SandboxSpec, *, run_id: str, network_from: str | None = None, main: list[str] | None = None,
-              before_start: Callable[[DockerSandbox], None] | None = None) -> DockerSandbox:
+              before_start: Callable[[DockerSandbox], None] | None = None, mounts: list[Any] | None = None) -> DockerSandbox:
         """Create and start a container for `spec`, labelled with `run_id`. An absent image is
         looked up in the image map. For the verifier's fresh container (sandbox.docker_fork):
         `network_from` is a container id whose network namespace the new one joins (and nothing
         else of it), `main` the argv of its main process in place of the image's entrypoint and
         `sleep`, and `before_start(sb)` puts files in the created container before anything in it
-        runs. Raises ImageNotFound, or SandboxError if it cannot start."""
+        runs; `mounts` (docker.types.Mount) are the locked verifier toolchain's (sandbox.verify_toolchain).
+        Raises ImageNotFound, or SandboxError if it cannot start."""
         labels = {**spec.labels, MANAGED: "true", RUN_ID: run_id}
         gpus = [docker.types.DeviceRequest(count=spec.gpus, capabilities=[["gpu"]])]
         mem = spec.memory_mb * 2**20 if spec.memory_mb else None
@@ -106,6 +107,7 @@ class DockerBackend:
             memswap_limit=mem,  # no swap on top: the limit is the limit
             pids_limit=spec.pids_limit,
             device_requests=gpus if spec.gpus else None,
+            mounts=mounts or None,
         )
         name = f"metaopt-{_repo_name(run_id)[:40]}-{secrets.token_hex(4)}"
         create = {"command": main or ["sleep", "infinity"], "labels": labels, "name": name,

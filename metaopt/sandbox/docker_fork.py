@@ -47,6 +47,11 @@ class Fork:
     api: Any
     report: dict[str, Any] = field(default_factory=dict)
 
+    @property
+    def locked(self) -> bool:
+        """Whether the locked verifier toolchain is mounted in `sb`."""
+        return self.report.get("mounts") == "locked toolchain mounted"
+
     def close(self) -> None:
         """Remove the verifier's container and the snapshot image. Never raises for either
         being gone already (a prune got there first)."""
@@ -60,10 +65,12 @@ class Fork:
             pass
 
 
-def fork(backend: Any, sb: Any, *, keep_running: bool, run_id: str) -> Fork:
+def fork(backend: Any, sb: Any, *, keep_running: bool, run_id: str, mounts: list[Any] | None = None) -> Fork:
     """Capture `sb` (a DockerSandbox of `backend`) and start the verifier's container from it.
     `keep_running`: the agent's container is thawed and the new one joins its network namespace;
-    otherwise the agent's container is killed. Raises SandboxError (SandboxUnavailable when the
+    otherwise the agent's container is killed. `mounts` go on the verifier's container only (the
+    locked toolchain, sandbox.verify_toolchain); if it cannot start with them, it starts without
+    and `report["mounts"]` says so. Raises SandboxError (SandboxUnavailable when the
     daemon is gone)."""
     api, t0 = sb.api, time.monotonic()
     image = f"{SNAPSHOT_REPO}{sb.name.lower()[:100]}:{secrets.token_hex(6)}"
@@ -90,11 +97,20 @@ def fork(backend: Any, sb: Any, *, keep_running: bool, run_id: str) -> Fork:
         raise SandboxUnavailable(f"lost the Docker daemon while capturing {sb.name}: {e}") from None
     t1 = time.monotonic()
     spec = replace(sb.spec, image=image, labels={**sb.spec.labels, "metaopt.role": "verifier"})
-    root, tcs = new_root(), []
-    try:  # its main process is the static busybox put in before the start: no program of the agent's runs
-        vsb = backend.start(spec, run_id=run_id, network_from=sb.id if running and keep_running else None,
-                            main=[f"{root}/busybox", "sleep", "2147483647"],
-                            before_start=lambda new: tcs.append(Toolchain.install(new, root)))
+    root, tcs, mounted = new_root(), [], bool(mounts)
+
+    def start(with_mounts: list[Any] | None) -> Any:  # its main process is the static busybox put in before the start
+        tcs.clear()
+        return backend.start(spec, run_id=run_id, network_from=sb.id if running and keep_running else None,
+                             main=[f"{root}/busybox", "sleep", "2147483647"],
+                             before_start=lambda new: tcs.append(Toolchain.install(new, root)), mounts=with_mounts)
+    try:
+        try:
+            vsb = start(mounts)
+        except SandboxError:
+            if not mounts:
+                raise
+            vsb, mounted = start(None), False  # e.g. the agent made /etc/ld.so.preload a directory
     except BaseException:
         try:
             api.remove_image(image, force=True)
@@ -104,4 +120,6 @@ def fork(backend: Any, sb: Any, *, keep_running: bool, run_id: str) -> Fork:
     report = {"capture_s": round(t1 - t0, 3), "start_s": round(time.monotonic() - t1, 3),
               "agent_container": "kept for its services (network shared only)" if running and keep_running
               else "killed" if running else "had stopped"}
+    if mounts:
+        report["mounts"] = "locked toolchain mounted" if mounted else "the locked toolchain could not be mounted"
     return Fork(vsb, tcs[0], changes, image, api, report)

@@ -6,7 +6,9 @@ Sequence (benchmark-formats.md 3.2-3.3):
    their values into memory, then delete every answer file, so the agent's code re-run in step 2
    can never read them.
 2. OJ-style: cases 2..n are produced by re-running the agent's script
-   (`python3 <script> <input> <output>`) on inputs it never saw. After each run every process
+   (`python3 <script> <input> <output>`) on inputs it never saw, as user nobody (the evaluator
+   is root: /tests is made root-only first, the answers live in root's memory, the result JSON
+   in root's directory; the script cannot read or write any of them). After each run every process
    that was not there when this script started is stopped and killed: the agent's script must
    not leave a daemon that rewrites the result JSON after step 3 wrote it.
 3. Recalculate the outputs, compare each case on answer_position (compare.py), and write the
@@ -33,6 +35,9 @@ import compare
 import openpyxl
 
 RECALC_TIMEOUT_S = 120
+NOBODY = 65534
+"""The agent's script is re-run as this uid/gid (when the evaluator is root): it cannot read the
+evaluator's memory (the answers' values), /tests, or write the result JSON."""
 
 
 def soffice() -> str | None:
@@ -86,11 +91,19 @@ def rerun(script: str, src: str, dest: str, timeout: float, cwd: str) -> dict:
     if os.path.exists(dest):
         os.remove(dest)  # only a fresh run counts
     os.makedirs(os.path.dirname(dest), exist_ok=True)
+    demote: dict = {}
+    if os.geteuid() == 0:  # the agent's code never runs as the user who holds the answers and the result
+        os.chown(os.path.dirname(dest), NOBODY, NOBODY)
+        demote = {"user": NOBODY, "group": NOBODY, "extra_groups": [], "env": {**os.environ, "HOME": "/tmp"}}
     try:
-        r = subprocess.run([sys.executable, script, src, dest], capture_output=True, text=True,
-                           timeout=timeout, cwd=cwd, check=False)
+        # Under the locked toolchain (evaluation.runners) the agent's script keeps the agent's python3.
+        python = shutil.which(os.environ.get("SSB_SCRIPT_PYTHON", "")) or sys.executable
+        r = subprocess.run([python, script, src, dest], capture_output=True, text=True,
+                           timeout=timeout, cwd=cwd, check=False, **demote)
     except subprocess.TimeoutExpired:
         return {"ok": False, "reason": f"{script} ran past {timeout:.0f} s"}
+    except OSError as e:  # e.g. an interpreter user nobody may not run
+        return {"ok": False, "reason": f"cannot run {script}: {e}"}
     tail = (r.stdout + r.stderr)[-2000:]
     if r.returncode != 0:
         return {"ok": False, "reason": f"{script} exited {r.returncode}", "log": tail}
@@ -130,6 +143,8 @@ def evaluate(cfg: dict) -> dict:
     cases = cfg["cases"]
     work = tempfile.mkdtemp(prefix="ssb-")
     answers = {k: os.path.join(cfg["answer_dir"], f"{k}_{tid}_answer.xlsx") for k in cases}
+    if os.geteuid() == 0:  # the hidden inputs and the answers: root's only (rerun() demotes the agent's script)
+        os.chmod(os.path.dirname(cfg["answer_dir"].rstrip("/")) or "/", 0o700)
     for k, p in answers.items():
         if not os.path.isfile(p):
             raise compare.ScorerError(f"answer file for case {k} is missing: {p}")
