@@ -84,7 +84,7 @@ def recalculate(paths: list[str], workdir: str) -> tuple[dict[str, str], str | N
     return out, note
 
 
-def rerun(script: str, src: str, dest: str, timeout: float, cwd: str) -> dict:
+def rerun(script: str, src: str, dest: str, timeout: float, cwd: str, demote_to_nobody: bool = False) -> dict:
     """Run the agent's script on one unseen input. Never raises."""
     if not os.path.isfile(script):
         return {"ok": False, "reason": f"no {script} to re-run on this case (the task asked for one)"}
@@ -92,7 +92,7 @@ def rerun(script: str, src: str, dest: str, timeout: float, cwd: str) -> dict:
         os.remove(dest)  # only a fresh run counts
     os.makedirs(os.path.dirname(dest), exist_ok=True)
     demote: dict = {}
-    if os.geteuid() == 0:  # the agent's code never runs as the user who holds the answers and the result
+    if demote_to_nobody and os.geteuid() == 0:  # the agent's code never runs as the user who holds the answers
         os.chown(os.path.dirname(dest), NOBODY, NOBODY)
         demote = {"user": NOBODY, "group": NOBODY, "extra_groups": [], "env": {**os.environ, "HOME": "/tmp"}}
     try:
@@ -143,7 +143,7 @@ def evaluate(cfg: dict) -> dict:
     cases = cfg["cases"]
     work = tempfile.mkdtemp(prefix="ssb-")
     answers = {k: os.path.join(cfg["answer_dir"], f"{k}_{tid}_answer.xlsx") for k in cases}
-    if os.geteuid() == 0:  # the hidden inputs and the answers: root's only (rerun() demotes the agent's script)
+    if cfg.get("demote") and os.geteuid() == 0:  # in the sandbox: the hidden inputs and answers are root's only
         os.chmod(os.path.dirname(cfg["answer_dir"].rstrip("/")) or "/", 0o700)
     for k, p in answers.items():
         if not os.path.isfile(p):
@@ -167,7 +167,8 @@ def evaluate(cfg: dict) -> dict:
             continue
         src = os.path.join(cfg["input_dir"], f"{k}_{tid}_input.xlsx")
         shutil.copyfile(os.path.join(cfg["hidden_input_dir"], f"{k}_{tid}_input.xlsx"), src)
-        reruns[k] = rerun(cfg["script"], src, outputs[k], cfg.get("script_timeout_s", 120), cfg["workdir"])
+        reruns[k] = rerun(cfg["script"], src, outputs[k], cfg.get("script_timeout_s", 120), cfg["workdir"],
+                          demote_to_nobody=bool(cfg.get("demote")))
         if cfg.get("sweep") and (left := sweep(before)):  # in the sandbox only: never on a host
             reruns[k]["left_running"] = left
 

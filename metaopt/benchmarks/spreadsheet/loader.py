@@ -138,7 +138,8 @@ def _task(root: Path, raw: object, benchmark: str) -> Task:
     config = {"id": tid, "answer_position": rec.answer_position, "cases": nums, "answer_dir": "/tests/answers",
               "hidden_input_dir": "/tests/inputs", "input_dir": f"{WORKDIR}/spreadsheets",
               "output_dir": f"{WORKDIR}/output", "script": f"{WORKDIR}/output/solve.py",
-              "script_timeout_s": 120, "workdir": WORKDIR, "result": RESULT, "sweep": True}
+              "script_timeout_s": 120, "workdir": WORKDIR, "result": RESULT, "sweep": True,
+              "demote": True}
     return Task(
         id=tid, benchmark=benchmark, format="spreadsheetbench", source_dir=folder,
         instruction=instruction(tid, rec, multi),
