@@ -191,8 +191,9 @@ class _Swarm:
                 head = self.head
                 if j.decision != "accepted" or head == against:
                     return self._close(c, replace(j, scores=first.scores))
-                self._record(replace(j, decision="pending", reason=f"{j.reason}; superseded: the head moved "
-                                     f"to {head} while it was in flight: head to head next"))
+                why = f"{j.reason}; superseded: the head moved to {head} while it was in flight: head to head next"
+                self._record(replace(j, decision="pending", reason=why,
+                                     steps=(*j.steps[:-1], replace(j.steps[-1], reason=why))))
             h = exp._parent(self.by_id[head], self.noise)
             j = head_to_head(c, h, exp.evaluator, lambda head=head: self.ledger.begin_confirmation(
                 cid, c.parent_id, exp.cfg.gate, exp.rule, against=head))
