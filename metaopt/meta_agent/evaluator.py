@@ -37,12 +37,20 @@ class Evaluator:
         """Trials submitted and not back yet, over every candidate being judged (the trial-count stop counts them)."""
         self.lock = threading.Lock()
         self.abort = threading.Event()
+        self._runs: dict[str, threading.Lock] = {}
         """Set when the run is interrupted: every candidate's run in progress ends as on Ctrl-C."""
 
     def run(self, cid: str, harness: Harness, split: str, task_ids: list[str], k: int
             ) -> tuple[Scores, list[TrialResult]]:
         """`cid`'s scores on `task_ids`, K trials each (None: errored or not run: a stop came
         first), and the rows of its run of `split`. Runs only the trials not run before."""
+        with self.lock:  # one run of a (candidate, split) at a time: two children may ask for one parent's reserve
+            run_lock = self._runs.setdefault(f"{cid}:{split}", threading.Lock())
+        with run_lock:
+            return self._run(cid, harness, split, task_ids, k)
+
+    def _run(self, cid: str, harness: Harness, split: str, task_ids: list[str], k: int
+             ) -> tuple[Scores, list[TrialResult]]:
         agent = HarnessAgent(harness, self.cfg.model, base_url=self.cfg.base_url, tracing=self.tracing)
         flight = _InFlight(self, cid)
         result = run_eval([self.tasks[t] for t in task_ids], agent, benchmark=self.cfg.benchmark,
