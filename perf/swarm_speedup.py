@@ -6,7 +6,7 @@ The meta-model is `placebo:S` (S seconds per proposal, as an API meta-model woul
 task model `fake/slow:T:flaky:0.5` (T seconds per model call, then a fair coin per trial: noise
 and no signal), so every run is also a null experiment: whatever N, it must accept nothing. Trials
 run on LocalSandbox (needs root) over generated one-step tasks, K = 1, 12 tasks. Each N proposes
-max(6, per_slot x N) candidates; the rate is candidates decided over the loop's wall time (after
+max(12, per_slot x N) candidates; the rate is candidates decided over the loop's wall time (after
 the baseline, to the last decision). Prints one table row per N and the speed-up over N = 1.
 """
 
@@ -64,10 +64,12 @@ def one(n: int, proposals: int, proposal_s: float, turn_s: float, root: Path) ->
                                tracing=tracing, on_event=event)
         report = exp.run()
         tracing.shutdown()
+        trials = store.rows("SELECT count(*) AS n FROM trials WHERE experiment_id = ? AND split NOT IN ('test') "
+                            "AND candidate_id != ?", [exp.id, f"{exp.id}/c0"])[0]["n"]
     backend.prune()
     wall = marks["stop"] - marks["loop"]
     return {"n": n, "decided": report.iterations, "wall_s": wall, "per_hour": report.iterations * 3600 / wall,
-            "accepted": report.accepted, "alpha": report.alpha_committed or 0.0}
+            "accepted": report.accepted, "alpha": report.alpha_committed or 0.0, "trials": trials}
 
 
 def main() -> None:
@@ -75,19 +77,19 @@ def main() -> None:
     ap.add_argument("--proposal-s", type=float, default=6.0, help="seconds per proposal (placebo:S)")
     ap.add_argument("--turn-s", type=float, default=1.0, help="seconds per task-model call (fake/slow:T:...)")
     ap.add_argument("--parallel", default="1,2,4,8", help="the N to measure, comma-separated")
-    ap.add_argument("--per-slot", type=int, default=3, help="candidates proposed per slot (max(6, this x N))")
+    ap.add_argument("--per-slot", type=int, default=3, help="candidates proposed per slot (max(12, this x N))")
     a = ap.parse_args()
     rows = []
     print(f"placebo:{a.proposal_s:g} + fake/slow:{a.turn_s:g}:flaky:0.5, LocalSandbox, K = 1, 12 tasks; "
           f"load {os.getloadavg()[0]:.1f}")
-    print("| N | decided | loop wall | decided per hour | speed-up | accepted | alpha committed |")
-    print("|---|---|---|---|---|---|---|")
+    print("| N | decided | loop wall | decided per hour | speed-up | candidates' trials | accepted | alpha committed |")
+    print("|---|---|---|---|---|---|---|---|")
     for n in (int(x) for x in a.parallel.split(",")):
         with tempfile.TemporaryDirectory() as d:
-            r = one(n, max(6, a.per_slot * n), a.proposal_s, a.turn_s, Path(d))
+            r = one(n, max(12, a.per_slot * n), a.proposal_s, a.turn_s, Path(d))
         rows.append(r)
         print(f"| {n} | {r['decided']} | {r['wall_s']:.0f} s | {r['per_hour']:.0f} | "
-              f"{r['per_hour'] / rows[0]['per_hour']:.2f}x | {r['accepted']} | {r['alpha']:.4f} |", flush=True)
+              f"{r['per_hour'] / rows[0]['per_hour']:.2f}x | {r['trials']} | {r['accepted']} | {r['alpha']:.4f} |", flush=True)
     print(f"load at the end {os.getloadavg()[0]:.1f}")
 
 

@@ -83,7 +83,7 @@ class Experiment:
             return f"max iterations ({c.max_iterations}) reached"
         if c.budget_usd is not None and spent["task"] + spent["meta"] >= c.budget_usd:
             return f"budget spent (${spent['task'] + spent['meta']:.2f} of ${c.budget_usd:.2f})"
-        if c.max_trials is not None and self.ledger.trials_run() >= c.max_trials:
+        if c.max_trials is not None and self.ledger.trials_run() + self.evaluator.in_flight >= c.max_trials:
             return f"max trials ({c.max_trials}) reached"
         if c.time_limit_s is not None and time.monotonic() - self.evaluator.t0 >= c.time_limit_s:
             return f"time limit ({c.time_limit_s:.0f} s) reached"
