@@ -52,7 +52,7 @@ class PlaceboProposer:
         unbounded. Reads no evidence and costs nothing (it waits `latency_s` first)."""
         time.sleep(self.latency_s)
         system = parent.prompts.system
-        i, skip = 0, evidence.slot
+        i, skip = 0, getattr(evidence, "slot", 0)  # it reads no evidence but this (callers may pass None)
         while True:
             if sentence(i) in system:
                 i += 1
