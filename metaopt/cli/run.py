@@ -56,6 +56,7 @@ def run_cmd(
     canary: bool = typer.Option(True, "--canary/--no-canary",
                                 help="Smoke-run each candidate on the benchmark's canary tasks (only tampering passes them)."),
     concurrency: int = typer.Option(default("concurrency"), "--concurrency", "-j", help="Trials running at once."),
+    parallel: int = typer.Option(default("parallel"), "--parallel", help="Candidates in flight at once: proposals overlap evaluations (the gate's alpha is assigned when each confirmation begins). Stored for --resume."),
     base_url: str | None = typer.Option(None, "--base-url", help="Server for openai-compatible/ task models."),
     gpus: int | None = typer.Option(None, "--gpus", help=GPUS_HELP),
     executor: str = typer.Option(default("executor"), "--executor", help=EXECUTOR_HELP + " Stored for --resume."),
@@ -94,6 +95,7 @@ def run_cmd(
                     seed=seed, split=parse_split(split), budget_usd=budget_usd, max_trials=max_trials,
                     max_iterations=max_iterations, time_limit_s=time_limit, target_score=target_score,
                     plateau=plateau, allow_model_changes=allow_model_changes, canary=canary, concurrency=concurrency,
+                    parallel=parallel,
                     base_url=base_url, gpus=gpus, executor=executor, ray_address=ray_address,
                     bilevel={"level2_model": level2_model, **parse_sets(bilevel_set, BilevelConfig, "--bilevel-set")},
                     gate=parse_sets(gate_set, SequentialRule, "--gate-set"))

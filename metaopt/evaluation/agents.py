@@ -109,12 +109,15 @@ class HarnessAgent:
     def run(self, task: Task, sandbox: Sandbox, timeout_s: float, *, ids: dict[str, str] | None = None) -> AgentResult:
         deadline = time.monotonic() + timeout_s
         context = None
-        if self.model_name == "fake/solution":
+        name = self.model_name  # fake/slow:S:MODEL is fake/MODEL, slower: MODEL's context
+        if name.startswith("fake/slow:"):
+            name = "fake/" + name.split(":", 2)[-1]
+        if name == "fake/solution":
             context = {"solution_commands": _stage_solution(task, sandbox)}
-        elif self.model_name.startswith("fake/flaky:"):  # stages the solution only on trials it replays
+        elif name.startswith("fake/flaky:"):  # stages the solution only on trials it replays
             context = {"trial_id": (ids or {}).get("trial_id"),
                        "stage_solution": lambda: _stage_solution(task, sandbox)}
-        elif self.model_name.startswith("fake/replay:"):  # the harness-sensitive replay model plays this task's policy
+        elif name.startswith("fake/replay:"):  # the harness-sensitive replay model plays this task's policy
             context = {"task_id": task.id}
         model = get_model(self.model_name, base_url=self.base_url, context=context)
         wrap_call = None

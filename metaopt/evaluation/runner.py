@@ -136,6 +136,7 @@ def run_eval(
     extra: dict[str, Any] | None = None,
     executor: Executor | None = None,
     stop: Callable[[], str | None] | None = None,
+    abort: Callable[[], bool] | None = None,
 ) -> EvalResult:
     """Run `trials` attempts of every task with `agent`; record each finished trial in `store`.
 
@@ -146,7 +147,8 @@ def run_eval(
     given executor is left running for the caller to reuse. At most `concurrency` trials are
     submitted at a time, and `stop()` is asked before each submission: once it answers (a
     reason), nothing more is submitted, the trials in flight finish and are recorded, and the
-    run ends `stopped` (a resume runs the rest)."""
+    run ends `stopped` (a resume runs the rest). `abort()`, asked every half second: True
+    interrupts the run as Ctrl-C does (from a thread that gets no signal: a run of meta_agent.swarm)."""
     run_id = run_id or new_run_id()
     result = EvalResult(run_id, benchmark, agent.name)
     done = {(r.task_id, r.attempt): r for r in store.select(TrialResult, "run_id = ?", [run_id])}
@@ -170,6 +172,8 @@ def run_eval(
             if not pending:
                 break
             finished, pending = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)
+            if abort is not None and abort():
+                raise KeyboardInterrupt
             for fut in finished:
                 r: TrialResult = fut.result()
                 r = r.model_copy(update={"benchmark": r.benchmark or benchmark, "hardware": r.hardware or hw,

@@ -51,7 +51,10 @@ class RunConfig(BaseModel):
     allow_model_changes: bool = False
     """Let revisions change the harness's model knobs (frozen by default)."""
     concurrency: int = Field(default=2, ge=1)
-    """Trials running at once."""
+    """Trials running at once (per candidate being judged)."""
+    parallel: int = Field(default=1, ge=1)
+    """Candidates in flight at once (meta_agent.swarm): proposals overlap evaluations; 1: one
+    candidate at a time, proposed, then judged."""
     base_url: str | None = None
     """Server for openai-compatible/ models (else OPENAI_BASE_URL)."""
     gpus: int | None = Field(default=None, ge=0)

@@ -65,13 +65,20 @@ class AlphaSpending(BaseModel):
 
     @classmethod
     def from_rows(cls, rows: list[dict], alpha: float = 0.05, spend: float = 0.7) -> AlphaSpending:
-        """The state a sequence of gate_decisions rows (dicts with candidate_id and stage, in the
-        order written) implies: candidates in order of their first `confirm` row. Never raises."""
+        """The state a sequence of gate_decisions rows (dicts with candidate_id, stage and details,
+        in the order written) implies: confirmations in order of their first `confirm` row, a
+        head-to-head one (details `against`) apart from its candidate's first. Never raises."""
         seen: dict[str, None] = {}
         for r in rows:
             if r.get("stage") == "confirm":
-                seen.setdefault(str(r["candidate_id"]), None)
+                seen.setdefault(confirmation_key(str(r["candidate_id"]), (r.get("details") or {}).get("against")), None)
         return cls(alpha=alpha, spend=spend, confirmed=tuple(seen))
+
+
+def confirmation_key(candidate: str, against: str | None = None) -> str:
+    """Who a confirmation belongs to in AlphaSpending.confirmed: the candidate, or for a
+    head-to-head confirmation (meta_agent.swarm) the candidate against that head."""
+    return f"{candidate} vs {against}" if against else candidate
 
 
 # -- the exact test -----------------------------------------------------------------------------

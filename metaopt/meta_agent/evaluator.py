@@ -10,6 +10,7 @@ trials), so several candidates may be judged at once.
 from __future__ import annotations
 
 import hashlib
+import threading
 import time
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -32,11 +33,24 @@ class Evaluator:
         self.cfg, self.tasks, self.splits, self.ledger, self.canaries = cfg, tasks, splits, ledger, canaries
         self.backend, self.tracing, self.executor, self.on_trial = backend, tracing, executor, on_trial
         self.t0 = time.monotonic()
+        self.in_flight = 0
+        """Trials submitted and not back yet, over every candidate being judged (the trial-count stop counts them)."""
+        self.lock = threading.Lock()
+        self.abort = threading.Event()
+        self._runs: dict[str, threading.Lock] = {}
+        """Set when the run is interrupted: every candidate's run in progress ends as on Ctrl-C."""
 
     def run(self, cid: str, harness: Harness, split: str, task_ids: list[str], k: int
             ) -> tuple[Scores, list[TrialResult]]:
         """`cid`'s scores on `task_ids`, K trials each (None: errored or not run: a stop came
         first), and the rows of its run of `split`. Runs only the trials not run before."""
+        with self.lock:  # one run of a (candidate, split) at a time: two children may ask for one parent's reserve
+            run_lock = self._runs.setdefault(f"{cid}:{split}", threading.Lock())
+        with run_lock:
+            return self._run(cid, harness, split, task_ids, k)
+
+    def _run(self, cid: str, harness: Harness, split: str, task_ids: list[str], k: int
+             ) -> tuple[Scores, list[TrialResult]]:
         agent = HarnessAgent(harness, self.cfg.model, base_url=self.cfg.base_url, tracing=self.tracing)
         flight = _InFlight(self, cid)
         result = run_eval([self.tasks[t] for t in task_ids], agent, benchmark=self.cfg.benchmark,
@@ -44,7 +58,7 @@ class Evaluator:
                           run_id=f"{cid}:{split}", dataset=self.cfg.dataset, executor=self.executor,
                           extra={"experiment_id": self.ledger.id, "candidate_id": cid, "split": split},
                           on_trial=flight.booked,
-                          stop=None if split == "test" else flight.stop)  # the sealed test always runs whole
+                          stop=None if split == "test" else flight.stop, abort=self.abort.is_set)  # the sealed test always runs whole
         scores: Scores = {t: [None] * k for t in task_ids}
         for r in result.rows:  # the run may hold more (other tasks, later attempts): a later stage ran them
             if r.task_id in scores and r.attempt < k:
@@ -96,18 +110,24 @@ class Evaluator:
 
 
 class _InFlight:
-    """One run's trials submitted and not back yet: the trial-count stop counts them."""
+    """One run's trials, counted in the experiment's trials in flight (all candidates' runs
+    together, so candidates judged at once never overshoot max_trials)."""
 
     def __init__(self, ev: Evaluator, cid: str):
         self.ev, self.cid, self.n = ev, cid, 0
 
     def stop(self) -> str | None:
-        if (why := self.ev.spent_stop(self.n)) is None:
-            self.n += 1  # run_eval submits one trial after each None
+        with self.ev.lock:  # the check and the count as one step: a concurrent run sees this trial
+            if (why := self.ev.spent_stop(self.ev.in_flight)) is None:
+                self.ev.in_flight += 1  # run_eval submits one trial after each None
+                self.n += 1
         return why
 
     def booked(self, r: TrialResult) -> None:
-        self.n -= 1
+        with self.ev.lock:
+            if self.n > 0:  # the sealed test's trials were never counted (it has no stop)
+                self.n -= 1
+                self.ev.in_flight -= 1
         self.ev.ledger.spend("task", self.cid, r.trial_id, r.cost_usd, r.input_tokens or 0, r.output_tokens or 0)
         self.ev.on_trial(r)
 

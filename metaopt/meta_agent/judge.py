@@ -20,12 +20,14 @@ Splits: `validation` holds the child's selection trials, `confirm` its fresh con
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from metaopt.meta_agent import memory
+from metaopt.meta_agent.error_control import confirmation_key, seed_for
 from metaopt.meta_agent.gate import CandidateScores, Scores, charged, mean, screen
-from metaopt.meta_agent.sequential import Look, Verdict, validate
+from metaopt.meta_agent.sequential import Look, Verdict, confirm_look, validate
 
 if TYPE_CHECKING:  # types only: the decision itself imports the statistics above and nothing else
     from metaopt.meta_agent.error_control import AlphaSpending
@@ -95,6 +97,9 @@ class Parent:
     """The experiment's alpha state before this judgement (Ledger.spending)."""
     failing: list[str]
     """The parent's train tasks the screen runs (those it did not always pass)."""
+    begin: Callable[[str], AlphaSpending] | None = None
+    """Records a confirmation's begin and returns the alpha state then (candidates in flight at
+    once, meta_agent.swarm); None: `spending.begin`."""
 
 
 def refusal(c: Candidate, stage: Stage, outcome: str, reason: str, status: Status = "invalid") -> Judgement:
@@ -127,7 +132,7 @@ def judge(child: Candidate, parent: Parent, ev: Evaluator) -> Judgement:
     v = validate(cid, ev.splits["validation"], parent.scores.validation, parent.noise, k, ev.cfg.gate,
                  parent.spending, child=g.selection, confirm=g.confirm, reserve=g.reserve,
                  reserve_have=g.reserve_have(), label=ev.cfg.gate.draw_label(cid, ev.cfg.seed, child.iteration),
-                 check=g.check)
+                 check=g.check, begin=parent.begin)
     looks = (row, *(_look_step(look) for look in v.looks))
     if v.outcome == "invalid":
         return replace(refusal(child, "validation", "fail", v.reason), steps=(*looks, Step("validation", "fail", v.reason)))
@@ -145,6 +150,36 @@ def judge(child: Candidate, parent: Parent, ev: Evaluator) -> Judgement:
     j = _closed(child, status, verdict, looks, live, c_train, parent)
     return replace(j, scores=CandidateScores(train=c_train, validation=c_val), saved=saved,
                  p_values=tuple(x.p_value for x in v.looks if x.p_value is not None))
+
+
+def head_to_head(child: Candidate, head: Parent, ev: Evaluator, begin: Callable[[], AlphaSpending]) -> Judgement:
+    """`child`, which passed its confirmation against the parent it was proposed from, against the
+    head that superseded that parent while it was in flight: fresh child trials (split `h2h:HEAD`)
+    against the head's reserve (trials no selection looked at), one look at a new confirmation's
+    own alpha_j, taken at its `begin()`. accepted if it passes, else rejected (superseded). Runs
+    trials through `ev`, writes nothing."""
+    cid, hid, rule, tasks = child.candidate_id, head.candidate.candidate_id, ev.cfg.gate, ev.splits["validation"]
+    kc, kr = rule.confirm_plan(ev.cfg.trials)[-1]
+    spending = begin()
+    j = spending.index(confirmation_key(cid, hid))
+    split = f"h2h:{hid.rsplit('/', 1)[-1]}"
+    c = charged(head.scores.validation, ev.scores(cid, child.harness, split, tasks, kc))
+    if bad := ev.check(cid, [split]):
+        return refusal(child, "validation", "fail", f"invalid: {bad}")
+    reserve = ev.scores(hid, head.candidate.harness, "reserve", tasks, kr)
+    look = confirm_look(reserve, c, head.noise, tasks, 1, 1, j, spending.level(j), spending.spent, rule,
+                        seed_for(rule.draw_label(cid, ev.cfg.seed, child.iteration), "h2h", hid))
+    row = _look_step(look)
+    row = replace(row, reason=f"head-to-head against {hid}: {look.reason}",
+                  numbers={**row.numbers, "details": {**row.numbers["details"], "against": hid}})
+    won = look.outcome == "accept"
+    reason = (f"accept: better than the head {hid} head to head" if won
+              else f"superseded: not better than head {hid}") + f" ({look.reason})"
+    verdict = Step("verdict", "accept" if won else "reject", reason, {
+        "delta": look.delta, "se": look.se, "threshold": look.threshold, "n_tasks": look.n_tasks,
+        "coverage": look.coverage, "details": {"against": hid}})
+    return Judgement(cid, child.parent_id, "accepted" if won else "rejected", "verdict", reason, (row, verdict),
+                     p_values=(look.p_value,) if look.p_value is not None else ())
 
 
 class _Gate:

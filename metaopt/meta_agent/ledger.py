@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import difflib
 import json
+import threading
 from typing import TYPE_CHECKING, Any
 
 from metaopt.evaluation.result import TrialResult
 from metaopt.meta_agent import records
-from metaopt.meta_agent.error_control import AlphaSpending
+from metaopt.meta_agent.error_control import AlphaSpending, confirmation_key
 from metaopt.meta_agent.liveness import Liveness
 from metaopt.meta_agent.predictions import Manifest, PredictionCheck
 from metaopt.meta_agent.records import Candidate, ExperimentRecord, GateDecision, Spend, SpendKind, Stage, Status
@@ -28,6 +29,8 @@ if TYPE_CHECKING:
 class Ledger:
     def __init__(self, store: Store, experiment_id: str):
         self.store, self.id = store, experiment_id
+        self.lock = threading.RLock()
+        """Held while a decision is written (candidates judged at once write one at a time)."""
 
     # -- experiment ------------------------------------------------------------------------
     def create(self, benchmark: str, config: dict[str, Any], splits: dict[str, list[str]]) -> None:
@@ -71,12 +74,16 @@ class Ledger:
         """Write a judgement: its gate rows in order (a look already written before an interruption
         is not written again), the validation trials its early stops saved, then the candidate's
         status and what its claim check and liveness found."""
+        with self.lock:
+            self._record(j, rule)
+
+    def _record(self, j: Judgement, rule: str) -> None:
         cid = j.candidate_id
-        written = {(d.stage, (d.details or {}).get("look")) for d in self.store.select(
+        written = {_look_key(d.stage, d.details) for d in self.store.select(
             GateDecision, "experiment_id = ? AND candidate_id = ?", [self.id, cid])}
         *steps, closing = j.steps
         for s in steps:
-            if s.stage not in ("select", "confirm") or (s.stage, (s.numbers.get("details") or {}).get("look")) not in written:
+            if s.stage not in ("select", "confirm") or _look_key(s.stage, s.numbers.get("details")) not in written:
                 self.decision(cid, j.parent_id, s.stage, s.outcome, s.reason, rule, **s.numbers)
         booked = records.saved_booked(self.store, self.id, cid)
         if j.saved is not None and not booked:
@@ -94,11 +101,43 @@ class Ledger:
         return Look.model_validate(rows[-1].details) if rows and rows[-1].details else None
 
     def spending(self, gate: SequentialRule) -> AlphaSpending:
-        """The experiment's alpha state, from its confirm rows in candidate order."""
+        """The experiment's alpha state, from its confirm rows in candidate order; with candidates
+        in flight at once (their confirmations have `begin` rows), in the order they began."""
         order = {c.candidate_id: c.iteration for c in self.candidates()}
         rows = self.store.select(GateDecision, "experiment_id = ? AND stage = 'confirm'", [self.id])
-        rows.sort(key=lambda d: (order.get(d.candidate_id, 1 << 30), d.decided_at))
+        begun = [d for d in rows if d.outcome == "begin"]
+        if begun:
+            rows = sorted(begun, key=lambda d: (d.decided_at, order.get(d.candidate_id, 1 << 30)))
+        else:
+            rows.sort(key=lambda d: (order.get(d.candidate_id, 1 << 30), d.decided_at))
         return AlphaSpending.from_rows([d.model_dump() for d in rows], alpha=gate.alpha, spend=gate.spend)
+
+    def begin_confirmation(self, cid: str, parent_id: str | None, gate: SequentialRule, rule: str,
+                           against: str | None = None) -> AlphaSpending:
+        """Record that `cid`'s confirmation (against the head `against`, for a head-to-head one)
+        begins, before any of its fresh trials run, and return the alpha state that gives it its j.
+        A confirmation that already began (a resumed one) keeps its j and writes nothing."""
+        with self.lock:
+            s = self.spending(gate)
+            key = confirmation_key(cid, against)
+            if key in s.confirmed:
+                return s
+            s = s.begin(key)
+            j = s.index(key)
+            what = f"head-to-head against {against}" if against else "confirmation"
+            self.decision(cid, parent_id, "confirm", "begin",
+                          f"{what} begins: confirmation {j} of the experiment, alpha_j = {s.level(j):.4g}", rule,
+                          details={"j": j, "alpha_j": s.level(j), **({"against": against} if against else {})})
+            return s
+
+    def head(self) -> str | None:
+        """The accepted candidate whose acceptance was written last (None: nothing accepted yet).
+        With one candidate at a time it is the latest accepted; with several in flight each
+        acceptance beat the head before it (meta_agent.swarm), so it is the best shown so far."""
+        accepted = {c.candidate_id for c in self.candidates() if c.status == "accepted"}
+        rows = self.store.select(GateDecision, "experiment_id = ? AND stage = 'verdict' AND outcome = 'accept'", [self.id])
+        rows = [d for d in rows if d.candidate_id in accepted]
+        return max(rows, key=lambda d: d.decided_at).candidate_id if rows else None
 
     def decision(self, cid: str, parent_id: str | None, stage: Stage, outcome: str, reason: str, rule: str,
                  **numbers: Any) -> None:
@@ -130,6 +169,13 @@ class Ledger:
     def trials(self, cid: str, split: str) -> list[TrialResult]:
         return self.store.select(TrialResult, "experiment_id = ? AND candidate_id = ? AND split = ?",
                                  [self.id, cid, split])
+
+
+def _look_key(stage: str, details: dict | None) -> tuple:
+    """What identifies a gate row within a candidate's judgements: its stage, its look and, for a
+    head-to-head confirmation, the head."""
+    d = details or {}
+    return stage, d.get("look"), d.get("against")
 
 
 def diff(parent: Harness, child: Harness) -> str:

@@ -14,7 +14,8 @@
     test: baseline and best, x K, once
 
 The loop is `Experiment._run`: propose -> guard -> judge (meta_agent.judge, through the Evaluator)
--> ledger (the only writer of decisions). Every trial is keyed by (experiment, candidate, split,
+-> ledger (the only writer of decisions); with --parallel N > 1, meta_agent.swarm runs the same steps
+with up to N candidates in flight. Every trial is keyed by (experiment, candidate, split,
 task, attempt) through a deterministic run id, so a resumed experiment re-runs nothing that
 finished. Starting and resuming an experiment live in meta_agent.experiment.
 """
@@ -45,6 +46,7 @@ from metaopt.meta_agent.search.strategies.hooks import NoSearch, bind_search
 from metaopt.meta_agent.search.view import SearchView
 from metaopt.meta_agent.sequential import rule_text
 from metaopt.meta_agent.staged import preflight
+from metaopt.meta_agent.swarm import run_swarm
 from metaopt.task_agent.harness import Harness
 from metaopt.traces.store import Store
 
@@ -81,7 +83,7 @@ class Experiment:
             return f"max iterations ({c.max_iterations}) reached"
         if c.budget_usd is not None and spent["task"] + spent["meta"] >= c.budget_usd:
             return f"budget spent (${spent['task'] + spent['meta']:.2f} of ${c.budget_usd:.2f})"
-        if c.max_trials is not None and self.ledger.trials_run() >= c.max_trials:
+        if c.max_trials is not None and self.ledger.trials_run() + self.evaluator.in_flight >= c.max_trials:
             return f"max trials ({c.max_trials}) reached"
         if c.time_limit_s is not None and time.monotonic() - self.evaluator.t0 >= c.time_limit_s:
             return f"time limit ({c.time_limit_s:.0f} s) reached"
@@ -107,6 +109,9 @@ class Experiment:
         rng = random.Random(self.cfg.seed)
         cands, noise = self._baseline()
         tried = {c.harness_hash for c in cands}
+        if self.cfg.parallel > 1:  # several candidates in flight (meta_agent.swarm)
+            cands, stop, head = run_swarm(self, cands, noise, rng, tried)
+            return self._finish(cands, stop, head)
         since_gain, iteration = 0, len(cands)
         for i, c in enumerate(cands[1:], start=1):  # resume: replay what was decided, finish what was not
             if c.status == "pending":
@@ -204,16 +209,22 @@ class Experiment:
             parent = max((v for v in views if v.candidate_id in parent_ids), key=lambda v: v.val_mean)
             return Revision(harness, why, cites=list(parent_ids)), parent, "merge"
         parent = self.strategy.select(views, rng)
+        rev = self._ask(parent, tried)
+        return (rev, parent, self.proposer.name) if isinstance(rev, Revision) else rev
+
+    def _ask(self, parent: CandidateView, tried: set[str], slot: int = 0) -> Revision | str | None:
+        """The proposer's revision of `parent`, or why the run stops, or None: no revision this time.
+        `slot`: which of the proposals running at once this is (Evidence.slot)."""
         evidence = Evidence(self.store, self.ledger.failing_trials(parent.candidate_id), self.id,
                             parent_id=parent.candidate_id, allow_model_changes=self.cfg.allow_model_changes,
-                            tracing=self.tracing, on_event=self.say, guidance=self.search.guidance(parent))
+                            tracing=self.tracing, on_event=self.say, guidance=self.search.guidance(parent), slot=slot)
         name = self.proposer.name
         try:
             rev = self.proposer.propose(parent.harness, evidence, tried)
         except Exception as e:  # noqa: BLE001 - a meta-model API failure: stop cleanly; --resume can go on later
             return f"the {name} proposer failed: {type(e).__name__}: {e}"
         if rev is not None:
-            return rev, parent, name
+            return rev
         last = getattr(self.proposer, "last_run", {})
         if last.get("usd"):  # what a proposal that produced nothing cost still counts
             self.ledger.spend("meta", None, "proposal without a revision", last["usd"])
@@ -241,9 +252,11 @@ class Experiment:
             line += f" (${per_iter * per_trial:.2f}): the budget buys about {int(self.cfg.budget_usd / (per_iter * per_trial))} iterations"
         self.say(line)
 
-    def _finish(self, cands: list[Candidate], stop: str) -> RunReport:
-        """The sealed test, baseline and best, once; the report, stored with the experiment's end."""
-        base, best, k, ev, test = cands[0], _incumbent(cands), self.cfg.trials, self.evaluator, self.splits["test"]
+    def _finish(self, cands: list[Candidate], stop: str, head: str | None = None) -> RunReport:
+        """The sealed test, baseline and best (the head: `head`, else the latest accepted), once;
+        the report, stored with the experiment's end."""
+        best = next(c for c in cands if c.candidate_id == head) if head else _incumbent(cands)
+        base, k, ev, test = cands[0], self.cfg.trials, self.evaluator, self.splits["test"]
         self.say(f"stopped: {stop}. Sealed test split: {len(test)} tasks x {k}, baseline and best")
         base_test = ev.scores(base.candidate_id, base.harness, "test", test, k)
         best_test = (base_test if best.candidate_id == base.candidate_id

@@ -330,7 +330,7 @@ def validate(candidate: str, tasks: list[str], parent_val: Scores, noise: NoiseF
              child: Callable[[list[str], int], Scores], confirm: Callable[[int], Scores],
              reserve: Callable[[int], Scores], reserve_have: int = 0,
              on_look: Callable[[Look], None] = lambda look: None, label: str | None = None,
-             check: Callable[[], str | None] = lambda: None) -> Verdict:
+             check: Callable[[], str | None] = lambda: None, begin: Callable | None = None) -> Verdict:
     """Run a candidate's validation to its end. `child(tasks, r)`: the child's validation scores on
     `tasks` with r trials each; `confirm(r)`: its confirmation scores on all tasks, r fresh trials
     each; `reserve(r)`: the parent's reserve, r trials per task; `reserve_have`: reserve trials per
@@ -340,7 +340,8 @@ def validate(candidate: str, tasks: list[str], parent_val: Scores, noise: NoiseF
     from (SequentialRule.draw_label; default `candidate`). `check()`, asked each time the child's
     trials for a look are in (before the look is taken): why the child is invalid (a tampered trial),
     which ends the validation with outcome `invalid`, or None. Deterministic given the trials and
-    the label; raises only what the callables raise."""
+    the label; raises only what the callables raise. `begin(candidate)`, asked before the first fresh
+    trial: the alpha state once the confirmation began (default `spending.begin`; meta_agent.swarm)."""
     n, label = len(tasks), label or candidate
     looks: list[Look] = []
     plan = selection_plan(selection_order(label, tasks, rule, parent_val), k, rule.select_looks, rule.min_share)
@@ -364,7 +365,7 @@ def validate(candidate: str, tasks: list[str], parent_val: Scores, noise: NoiseF
         return Verdict(outcome=outcome, looks=looks, trials_run=run_sel, trials_max=trials_max, estimate=None,
                        spending=spending, reason=f"{outcome}: {sel.reason}")
     trials_max += cplan[-1][0] * n + max(0, cplan[-1][1] - reserve_have) * n
-    spending = spending.begin(candidate)
+    spending = begin(candidate) if begin is not None else spending.begin(candidate)
     j = spending.index(candidate)
     alpha_j = spending.level(j)
     last: Look | None = None

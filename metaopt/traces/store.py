@@ -1,6 +1,8 @@
 """The store: one DuckDB file holding every run, trial (and later span, candidate, decision).
 
-One process writes it (DuckDB allows no second process while it is open). The schema moves only
+One process writes it (DuckDB allows no second process while it is open). Threads share it: the
+thread that opened the store uses its connection, any other thread a cursor of its own (a DuckDB
+connection is not safe to share between threads; its cursors are). The schema moves only
 by the named migrations each table's owner declares (traces/migrations.py runs them), recorded in
 `schema_migrations`; a store that holds a migration this version does not know was written by a
 newer metaopt and is refused. Records are written and read generically here (`insert`, `select`);
@@ -9,6 +11,7 @@ SQL naming a table lives with its owner (tests/test_table_owners.py).
 
 from __future__ import annotations
 
+import threading
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Self, TypeVar
@@ -38,10 +41,28 @@ class Store:
         elif not self.path.exists():
             raise StoreError(f"store {self.path} does not exist")
         try:
-            self.con = duckdb.connect(str(self.path), read_only=read_only)
+            self._con = duckdb.connect(str(self.path), read_only=read_only)
         except duckdb.Error as e:
             raise StoreError(f"cannot open store {self.path}: {str(e).splitlines()[0]}") from None
+        self._owner, self._local, self._cursors = threading.get_ident(), threading.local(), []
         self._migrate(read_only)
+
+    @property
+    def con(self) -> duckdb.DuckDBPyConnection:
+        """The connection for the calling thread: the store's own in the thread that opened it,
+        a cursor of it (made once per thread) in any other."""
+        if threading.get_ident() == self._owner:
+            return self._con
+        cur = getattr(self._local, "cur", None)
+        if cur is None:
+            cur = self._local.cur = self._con.cursor()
+            self._cursors.append(cur)
+        return cur
+
+    @con.setter
+    def con(self, value: duckdb.DuckDBPyConnection) -> None:
+        """A Store over a connection of the caller's (e.g. one request's cursor), owned by this thread."""
+        self._con, self._owner, self._local, self._cursors = value, threading.get_ident(), threading.local(), []
 
     def _migrate(self, read_only: bool) -> None:
         migrate(self.con, self.path, read_only, now())
@@ -83,7 +104,9 @@ class Store:
         return [dict(zip(names, r)) for r in cur.fetchall()]
 
     def close(self) -> None:
-        self.con.close()
+        for cur in self._cursors:
+            cur.close()
+        self._con.close()
 
     def __enter__(self) -> Self:
         return self

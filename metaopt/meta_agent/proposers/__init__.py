@@ -4,7 +4,8 @@ Implementations, one per file, looked up by name (core.registry; plugins through
 `metaopt.proposers` entry-point group): `heuristic` (no model), `placebo` (the negative control:
 a neutral sentence appended to the system prompt) and `llm` (a meta-agent driven by a model). A
 meta-model string that names a model (`provider/model`, e.g. `anthropic/claude-opus-4-1` or
-`fake/script:PATH`) selects `llm` with that model. Each registered
+`fake/script:PATH`) selects `llm` with that model; `placebo:S` is the placebo taking S seconds per
+proposal (a stand-in for a meta-model's latency, for benchmarks). Each registered
 target is a class taking `(model: str | None = None, base_url: str | None = None)`.
 """
 
@@ -33,6 +34,8 @@ def get_proposer(name: str, meta_model: str | None = None, base_url: str | None 
     UnknownName."""
     if "/" in name:
         name, meta_model = "llm", name
+    if ":" in name and name.partition(":")[0] in ("heuristic", "placebo"):  # `placebo:6`: its argument (a latency)
+        name, _, meta_model = name.partition(":")
     if name == "llm" and not meta_model:
         raise UserError("give the llm meta-agent's model as provider/model (e.g. anthropic/claude-opus-4-1)",
                         field="--meta-model")

@@ -65,10 +65,10 @@ class HeuristicProposer:
 
 
 def failed_causes(ev: Evidence) -> dict[str, str]:
-    """Cause key -> the candidate that already addressed it and was not accepted."""
+    """Cause key -> the candidate that already addressed it and was not accepted (or is being judged now)."""
     out: dict[str, str] = {}
     for r in history.load(ev.store, ev.experiment_id):
-        if r.status in ("rejected", "inconclusive", "invalid") and r.predictions:
+        if r.status in ("rejected", "inconclusive", "invalid", "pending") and r.predictions:  # pending: in flight
             for key in re.findall(r"\[([a-z_]+(?::[^\]]+)?)\]", r.predictions.cause):
                 out.setdefault(key, r.short)
     return out

@@ -18,6 +18,7 @@ Readers: the meta-agent's history tools (meta_agent.proposers.llm_tools), the he
 from __future__ import annotations
 
 import json
+import threading
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -130,6 +131,7 @@ def train_tasks(store: Store, experiment_id: str) -> list[str]:
 
 # -- the notebook ---------------------------------------------------------------------------------------
 MAX_NOTE = 2000  # characters per entry
+_NOTES = threading.Lock()  # proposals in flight at once (--parallel) share the notebook: one seq each
 
 
 def notes(store: Store, experiment_id: str) -> list[NotebookEntry]:
@@ -139,8 +141,9 @@ def notes(store: Store, experiment_id: str) -> list[NotebookEntry]:
 def add_note(store: Store, experiment_id: str, text: str, *, parent_id: str | None = None,
              trace_id: str | None = None) -> NotebookEntry:
     """Append an entry (clipped to MAX_NOTE characters) and return it."""
-    seq = records.next_note_seq(store, experiment_id)
-    entry = NotebookEntry(experiment_id=experiment_id, seq=seq, parent_id=parent_id, trace_id=trace_id,
-                          text=text.strip()[:MAX_NOTE], written_at=now())
-    store.insert(entry)
+    with _NOTES:
+        seq = records.next_note_seq(store, experiment_id)
+        entry = NotebookEntry(experiment_id=experiment_id, seq=seq, parent_id=parent_id, trace_id=trace_id,
+                              text=text.strip()[:MAX_NOTE], written_at=now())
+        store.insert(entry)
     return entry

@@ -57,6 +57,8 @@ def history_text(records: list[CandidateRecord], clip: int = 300) -> str:
     out = [f"{len(records)} candidate(s), oldest first ({HELD_OUT}):"]
     for r in records:
         line = f"- {r.short} (parent {r.parent_id.rsplit('/', 1)[-1] if r.parent_id else '-'}, by {r.proposer or '-'}): {r.status}"
+        if r.status == "pending":  # another proposal being judged now (--parallel): do not propose it again
+            line += " (in flight: being judged now; its diff and claim are final, its outcome is not known yet)"
         if r.status_reason:
             line += f": {_clip(r.status_reason, clip // 2)}"
         out.append(line)

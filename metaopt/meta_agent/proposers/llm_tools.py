@@ -224,13 +224,16 @@ class Session:
 
     # -- history and notebook -------------------------------------------------------------------------
     def history(self) -> str:
+        self.records = hist.load(self.store, self.experiment_id)  # outcomes written since (candidates in flight)
         return view.history_text(self.records, clip=self.profile.clip)
 
     def read_candidate(self, candidate_id: str) -> str:
+        self.records = hist.load(self.store, self.experiment_id)  # outcomes written since (candidates in flight)
         rec = view.find(self.records, candidate_id)
         return view.candidate_text(rec, hist.notes(self.store, self.experiment_id), clip=self.profile.clip * 6)
 
     def compare_train_task(self, task_id: str, a: str, b: str) -> str:
+        self.records = hist.load(self.store, self.experiment_id)  # outcomes written since (candidates in flight)
         return view.compare_text(self.store, self.experiment_id, self.records, task_id, a, b,
                                  clip=self.profile.clip * 5)
 

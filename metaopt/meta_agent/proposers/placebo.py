@@ -7,6 +7,9 @@ lets through on noise alone.
 
 from __future__ import annotations
 
+import time
+
+from metaopt.core.errors import UserError
 from metaopt.meta_agent.proposers.base import Evidence, Revision
 from metaopt.task_agent.harness import Harness
 
@@ -34,14 +37,22 @@ class PlaceboProposer:
     name = "placebo"
 
     def __init__(self, model: str | None = None, base_url: str | None = None):
-        """No model: `model` and `base_url` are accepted (the registry's signature) and unused."""
+        """No model: `model` (meta-model `placebo:S`) is the seconds each proposal waits, as a
+        meta-model's call would (default 0); `base_url` is accepted (the registry's signature), unused."""
+        try:
+            self.latency_s = float(model) if model else 0.0
+        except ValueError:
+            self.latency_s = -1.0
+        if self.latency_s < 0:
+            raise UserError(f"placebo:{model}: give the seconds a proposal takes (e.g. placebo:6)", field="--meta-model")
 
     def propose(self, parent: Harness, evidence: Evidence, tried: set[str]) -> Revision | None:
         """The parent with the first neutral sentence it does not hold yet, and whose child is not
-        in `tried`, appended to its system prompt (after a blank line). Never None: the supply is
-        unbounded. Reads no evidence and costs nothing."""
+        in `tried` (the (slot+1)-th such with proposals running at once: Evidence.slot), appended to its system prompt (after a blank line). Never None: the supply is
+        unbounded. Reads no evidence and costs nothing (it waits `latency_s` first)."""
+        time.sleep(self.latency_s)
         system = parent.prompts.system
-        i = 0
+        i, skip = 0, getattr(evidence, "slot", 0)  # it reads no evidence but this (callers may pass None)
         while True:
             if sentence(i) in system:
                 i += 1
@@ -49,7 +60,9 @@ class PlaceboProposer:
             data = parent.model_dump(mode="json", exclude_unset=True)
             data.setdefault("prompts", {})["system"] = f"{system}\n\n{sentence(i)}" if system else sentence(i)
             child = Harness.model_validate(data)
-            if child.content_hash() not in tried:
+            if child.content_hash() not in tried and skip > 0:  # left to the proposals running beside it
+                skip -= 1
+            elif child.content_hash() not in tried:
                 return Revision(child, f"placebo: appended neutral sentence #{i + 1} to the system prompt "
                                        f"({sentence(i)!r}); it cannot change what the task model does")
             i += 1

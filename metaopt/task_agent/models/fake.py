@@ -1,5 +1,6 @@
 """Deterministic test doubles, shipped in the package: `fake/nop`, `fake/script:PATH`,
-`fake/solution`, `fake/flaky:P` (and `fake/replay:PATH`, in models/replay.py). They never touch the network, cost 0, report provider "fake", and
+`fake/solution`, `fake/flaky:P`, `fake/slow:S:MODEL` (fake/MODEL taking S seconds per call, as an
+API model would) (and `fake/replay:PATH`, in models/replay.py). They never touch the network, cost 0, report provider "fake", and
 estimate tokens as characters // 4. Each records the calls it received in `.calls`.
 
 One instance per episode: scripted and solution fakes keep a step counter.
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -223,6 +225,37 @@ class FlakyModel(SolutionModel):
         return super().respond(messages, tools)
 
 
+class SlowModel:
+    """`fake/slow:S:MODEL`: fake/MODEL, each call taking S seconds more (waiting, as on an API model:
+    no CPU), so benchmarks of concurrency see the latency real models have."""
+
+    provider = "fake"
+
+    def __init__(self, seconds: float, inner: Any) -> None:
+        self.seconds, self.inner = seconds, inner
+        self.name = f"fake/slow:{seconds:g}:{inner.name.partition('/')[2]}"
+
+    @property
+    def calls(self) -> list[FakeCall]:
+        return self.inner.calls
+
+    def generate(self, messages: list[Message], tools: list[ToolSpec], settings: ModelSettings) -> ModelResponse:
+        time.sleep(self.seconds)
+        return self.inner.generate(messages, tools, settings)
+
+
+def _slow(model: str) -> tuple[float, str]:
+    """(S, MODEL) of `slow:S:MODEL`; ModelConfigError when malformed."""
+    seconds, _, inner = model[len("slow:"):].partition(":")
+    try:
+        s = float(seconds)
+    except ValueError:
+        s = -1.0
+    if s < 0 or not inner:
+        raise ModelConfigError(f"fake/{model}: give fake/slow:SECONDS:MODEL (e.g. fake/slow:0.5:flaky:0.5)")
+    return s, inner
+
+
 def needs_task(name: str) -> bool:
     """Whether the model called `name` is a fake built per trial from the task (`fake/solution`,
     `fake/flaky:P`, `fake/replay:PATH`), so it can only be created inside a trial. Raises ModelConfigError for a
@@ -230,6 +263,8 @@ def needs_task(name: str) -> bool:
     provider, _, model = name.partition("/")
     if provider != "fake":
         return False
+    if model.startswith("slow:"):
+        return needs_task(f"fake/{_slow(model)[1]}")
     if model.startswith("flaky:"):
         _flaky_p(model)
         return True
@@ -253,8 +288,11 @@ def _flaky_p(model: str) -> float:
 
 
 def create(model: str, *, base_url: str | None = None,
-           context: dict[str, Any] | None = None) -> FakeModel:
+           context: dict[str, Any] | None = None) -> FakeModel | SlowModel:
     """Registry factory for `fake/<model>`."""
+    if model.startswith("slow:"):
+        seconds, inner = _slow(model)
+        return SlowModel(seconds, create(inner, base_url=base_url, context=context))
     if model == "nop":
         return NopModel()
     if model == "solution":
@@ -268,4 +306,4 @@ def create(model: str, *, base_url: str | None = None,
 
         return ReplayModel(model[len("replay:"):], context)
     raise ModelConfigError(
-        f"unknown fake model fake/{model}; known: fake/nop, fake/script:PATH, fake/solution, fake/flaky:P, fake/replay:PATH")
+        f"unknown fake model fake/{model}; known: fake/nop, fake/script:PATH, fake/solution, fake/flaky:P, fake/slow:S:MODEL, fake/replay:PATH")
