@@ -126,16 +126,7 @@ class Experiment:
                 since_gain += 1
                 continue
             rev, parent, by = proposed
-            cid = f"{self.id}/c{iteration}"
-            tried.add(rev.harness.content_hash())
-            drop = self.search.filter(rev, parent, cid)
-            c = self.ledger.add_candidate(cid, rev.harness, iteration=iteration, status="pending",
-                                          parent=parent.harness, parent_id=parent.candidate_id, proposer=by,
-                                          rationale=rev.rationale, evidence=rev.cites,
-                                          proposal_trace_id=rev.trace_id, predictions=rev.manifest,
-                                          mechanisms=self.search.active())
-            self.ledger.spend("meta", cid, "proposal", rev.usd)
-            self.say(f"c{iteration}: {rev.rationale}")
+            c, drop = self.register(rev, parent, by, iteration, tried)
             cands.append(c)
             cands[-1] = c = self._decide(c, cands, noise, drop)
             since_gain = 0 if c.status == "accepted" else since_gain + 1
@@ -211,6 +202,22 @@ class Experiment:
         parent = self.strategy.select(views, rng)
         rev = self._ask(parent, tried)
         return (rev, parent, self.proposer.name) if isinstance(rev, Revision) else rev
+
+    def register(self, rev: Revision, parent: CandidateView, by: str, iteration: int,
+                 tried: set[str]) -> tuple[Candidate, Any]:
+        """Record a proposal as candidate c<iteration> (status pending) with its cost; returns it and
+        the search's filter verdict (`drop`) for the judge. Shared by the loop and meta_agent.swarm."""
+        cid = f"{self.id}/c{iteration}"
+        tried.add(rev.harness.content_hash())
+        drop = self.search.filter(rev, parent, cid)
+        c = self.ledger.add_candidate(cid, rev.harness, iteration=iteration, status="pending",
+                                      parent=parent.harness, parent_id=parent.candidate_id, proposer=by,
+                                      rationale=rev.rationale, evidence=rev.cites,
+                                      proposal_trace_id=rev.trace_id, predictions=rev.manifest,
+                                      mechanisms=self.search.active())
+        self.ledger.spend("meta", cid, "proposal", rev.usd)
+        self.say(f"c{iteration}: {rev.rationale}")
+        return c, drop
 
     def _ask(self, parent: CandidateView, tried: set[str], slot: int = 0) -> Revision | str | None:
         """The proposer's revision of `parent`, or why the run stops, or None: no revision this time.

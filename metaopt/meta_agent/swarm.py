@@ -156,17 +156,8 @@ class _Swarm:
                     exp.say("  the same revision is already in flight: proposing again")
                     continue
                 iteration, self.next = self.next, self.next + 1
-                cid = f"{exp.id}/c{iteration}"
-                self.tried.add(rev.harness.content_hash())
-                drop = exp.search.filter(rev, parent, cid)
-                c = self.ledger.add_candidate(cid, rev.harness, iteration=iteration, status="pending",
-                                              parent=parent.harness, parent_id=parent.candidate_id, proposer=by,
-                                              rationale=rev.rationale, evidence=rev.cites,
-                                              proposal_trace_id=rev.trace_id, predictions=rev.manifest,
-                                              mechanisms=exp.search.active())
-                self.ledger.spend("meta", cid, "proposal", rev.usd)
-                self.by_id[cid] = c
-                exp.say(f"c{iteration}: {rev.rationale}")
+                c, drop = exp.register(rev, parent, by, iteration, self.tried)
+                self.by_id[c.candidate_id] = c
                 return c, drop
         return None, None
 
