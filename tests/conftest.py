@@ -50,15 +50,42 @@ NO_DAEMON = "unix:///nonexistent/metaopt-tests-not-marked-docker.sock"
 CHROMIUM = Path("/usr/bin/chromium")
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's, which reads the xdist_group marks given here
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         used = set(getattr(item, "fixturenames", ()))
         for mark, fixtures in RESOURCES.items():
             if used & fixtures:
                 item.add_marker(getattr(pytest.mark, mark))
+    units = {item: _work_unit(item) for item in items}
+    for item, unit in units.items():
+        item.add_marker(pytest.mark.xdist_group(unit))
+    # Heaviest units first (xdist hands units out in collection order: --no-loadscope-reorder), so
+    # the last unit a worker runs is a short one; each unit's tests keep their order.
+    weight: dict[str, tuple[bool, ...]] = {}
+    for item, unit in units.items():
+        w = (unit != "model" and not item.get_closest_marker("slow"), unit != "model",
+             item.get_closest_marker("docker") is None)
+        weight[unit] = min(weight.get(unit, w), w)
+    order = {item: i for i, item in enumerate(items)}
+    items.sort(key=lambda item: (weight[units[item]], order[item]))
     if os.environ.get("METAOPT_TEST_MARKS"):  # tests/test_tiers.py reads what each test got
         marks = {i.nodeid: sorted({m.name for m in i.iter_markers()} & {*RESOURCES, "slow"}) for i in items}
         Path(os.environ["METAOPT_TEST_MARKS"]).write_text(json.dumps(marks))
+
+
+def _work_unit(item: pytest.Item) -> str:
+    """The unit of work an xdist worker takes whole (`-n 2 --dist loadgroup`, pyproject addopts):
+    every real-model test in one (one model on the CPUs at a time), a slow test that shares no
+    module-scoped fixture alone, any other test with the rest of its module (its module-scoped
+    fixtures are built once)."""
+    if item.get_closest_marker("model"):
+        return "model"
+    info = getattr(item, "_fixtureinfo", None)
+    scopes = {d.scope for defs in (info.name2fixturedefs.values() if info else ()) for d in defs}
+    if item.get_closest_marker("slow") and not scopes & {"module", "class", "package"}:
+        return item.nodeid
+    return item.nodeid.split("::")[0]
 
 
 @pytest.fixture(autouse=True)

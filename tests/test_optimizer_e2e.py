@@ -22,11 +22,6 @@ from metaopt.traces.store import Store
 pytestmark = pytest.mark.usefixtures("docker_image")
 
 
-@pytest.fixture(scope="module", autouse=True)
-def base_image(docker_image):
-    """Docker and the base image, for every test that uses this."""
-
-
 def run(*args: str) -> subprocess.CompletedProcess:
     return metaopt("run", *args, timeout=1200)
 

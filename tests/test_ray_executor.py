@@ -342,3 +342,24 @@ def test_max_trials_stops_dispatching_mid_evaluation(ray_cluster, tmp_path, exec
         total = s.rows("SELECT count(*) AS n FROM trials")[0]["n"]
     assert n == 3, f"{n} trials before the sealed test split; one at a time, the stop allows exactly 3"
     assert booked == total, "every trial that ran is booked in the ledger"
+
+
+def test_parallel_candidates_on_ray_run_at_once_and_every_trial_once(ray_cluster, tmp_path):
+    """--parallel 2 --executor ray: two candidates' trials overlap in time on the cluster, each
+    trial runs once, both candidates are decided."""
+    ds = make_tasks(tmp_path / "ds", n_long=2, n_short=2, prefix=f"par-{secrets.token_hex(3)}")
+    db = tmp_path / "p.duckdb"
+    args = [a if a != "heuristic" else "placebo" for a in run_args(ds, db, "--parallel", "2", "--plateau", "5",
+                                                                     *on_ray(ray_cluster))]
+    r = cli(ray_cluster, *args)
+    assert r.returncode == 0, r.stderr
+    with Store(db, read_only=True) as s:
+        cands = s.rows("SELECT candidate_id, status FROM candidates WHERE iteration > 0 ORDER BY iteration")
+        spans = s.rows("SELECT candidate_id, min(started_at) AS a, max(finished_at) AS b FROM trials "
+                       "WHERE split NOT IN ('test') GROUP BY 1")
+        twice = s.rows("SELECT candidate_id, split, task_id, attempt FROM trials GROUP BY ALL HAVING count(*) > 1")
+        hw = [json.loads(r["hardware"]) for r in s.rows("SELECT hardware FROM trials")]
+    assert len(cands) == 2 and all(c["status"] not in ("pending", "baseline") for c in cands), cands
+    c1, c2 = (next(x for x in spans if x["candidate_id"] == c["candidate_id"]) for c in cands)
+    assert c1["a"] < c2["b"] and c2["a"] < c1["b"], "the two candidates' trials overlapped in time"
+    assert twice == [] and all(h.get("ray_node_id") for h in hw)

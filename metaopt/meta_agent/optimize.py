@@ -15,7 +15,8 @@
 
 The loop is `Experiment._run`: propose -> guard -> judge (meta_agent.judge, through the Evaluator)
 -> ledger (the only writer of decisions); with --parallel N > 1, meta_agent.swarm runs the same steps
-with up to N candidates in flight. Every trial is keyed by (experiment, candidate, split,
+with up to N candidates in flight (and the baseline's train and validation, the test's baseline and
+best, run at once: swarm.at_once). Every trial is keyed by (experiment, candidate, split,
 task, attempt) through a deterministic run id, so a resumed experiment re-runs nothing that
 finished. Starting and resuming an experiment live in meta_agent.experiment.
 """
@@ -46,7 +47,7 @@ from metaopt.meta_agent.search.strategies.hooks import NoSearch, bind_search
 from metaopt.meta_agent.search.view import SearchView
 from metaopt.meta_agent.sequential import rule_text
 from metaopt.meta_agent.staged import preflight
-from metaopt.meta_agent.swarm import run_swarm
+from metaopt.meta_agent.swarm import at_once, run_swarm
 from metaopt.task_agent.harness import Harness
 from metaopt.traces.store import Store
 
@@ -169,9 +170,9 @@ class Experiment:
         self.search = bind_search(self.strategy, self.view())
         train, val = self.splits["train"], self.splits["validation"]
         self.say(f"baseline: {len(train) + len(val)} tasks x {k} trials")
-        self.scores[base.candidate_id] = CandidateScores(
-            train=ev.scores(base.candidate_id, base.harness, "train", train, k),
-            validation=ev.scores(base.candidate_id, base.harness, "validation", val, k))
+        train_scores, val_scores = at_once(self, lambda: ev.scores(base.candidate_id, base.harness, "train", train, k),
+                                           lambda: ev.scores(base.candidate_id, base.harness, "validation", val, k))
+        self.scores[base.candidate_id] = CandidateScores(train=train_scores, validation=val_scores)
         noise = NoiseFloor.measure(self.scores[base.candidate_id].validation)
         self._estimate(k)
         return cands, noise
@@ -265,9 +266,9 @@ class Experiment:
         best = next(c for c in cands if c.candidate_id == head) if head else _incumbent(cands)
         base, k, ev, test = cands[0], self.cfg.trials, self.evaluator, self.splits["test"]
         self.say(f"stopped: {stop}. Sealed test split: {len(test)} tasks x {k}, baseline and best")
-        base_test = ev.scores(base.candidate_id, base.harness, "test", test, k)
-        best_test = (base_test if best.candidate_id == base.candidate_id
-                     else ev.scores(best.candidate_id, best.harness, "test", test, k))
+        [base_test, *best_tests] = at_once(self, *[lambda c=c: ev.scores(c.candidate_id, c.harness, "test", test, k)
+                                                   for c in {base.candidate_id: base, best.candidate_id: best}.values()])
+        best_test = best_tests[0] if best_tests else base_test
         spent = self.ledger.spent()
         (bm, bl, bh), (tm, tl, th) = confidence_interval(base_test), confidence_interval(best_test)
         val_mean = {c.candidate_id: mean(self._val(c)) for c in cands if c.candidate_id in self.scores}

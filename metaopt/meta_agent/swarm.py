@@ -28,9 +28,10 @@ not run again, their confirmations keep their j).
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from metaopt.meta_agent.gate import NoiseFloor, mean
 from metaopt.meta_agent.judge import Judgement, head_to_head, judge, refusal
@@ -40,8 +41,26 @@ from metaopt.meta_agent.records import Candidate, CandidateView
 if TYPE_CHECKING:
     from metaopt.meta_agent.optimize import Experiment
 
+T = TypeVar("T")
 Picked = tuple[Revision, CandidateView, str] | CandidateView
 """What the main thread hands a worker: a merge (revision, parent, "merge"), or the parent to propose from."""
+
+
+def at_once(exp: Experiment, *jobs: Callable[[], T]) -> list[T]:
+    """The results of independent evaluations `jobs` (the baseline's train and validation, the
+    sealed test of baseline and best), up to cfg.parallel of them running at once; one after
+    another at --parallel 1. Interrupted, every job's trials end as on Ctrl-C."""
+    if exp.cfg.parallel < 2 or len(jobs) < 2:
+        return [job() for job in jobs]
+    pool = ThreadPoolExecutor(max_workers=min(exp.cfg.parallel, len(jobs)), thread_name_prefix="evaluation")
+    try:
+        out = [f.result() for f in [pool.submit(job) for job in jobs]]
+    except BaseException:
+        exp.evaluator.abort.set()
+        pool.shutdown(wait=True, cancel_futures=True)
+        raise
+    pool.shutdown(wait=True)
+    return out
 
 
 def run_swarm(exp: Experiment, cands: list[Candidate], noise: NoiseFloor, rng: random.Random,
