@@ -195,8 +195,8 @@ def test_a_reader_looping_with_no_edits_is_shown_an_edit_and_refused_reading_too
         p = LLMProposer(script(tmp_path, steps), profile="compact")
         rev = p.propose(MINIMAL, Evidence(store, ["f0"], EXP, parent_id=C0), set())
         assert rev is not None and rev.harness.routing.limits.max_turns == 16
-        told = p.model.calls[2].messages[-1].text  # after the first loop: no edits yet, so edit (with an example)
-        assert "no edits yet" in told and '"routing.limits.max_turns"' in told and "Signals in their spans" in told
+        told = p.model.calls[2].messages[-1].text  # after the first loop: no edits yet, so edit (the signals name the knob)
+        assert "no edits yet" in told and "routing.limits.max_turns is 8" in told and "Signals in their spans" in told
         offered = [t.name for t in p.model.calls[2].tools]
         assert "read_harness" not in offered and "write_revision" not in offered and "set_field" in offered
         refused = [m for m in p.model.calls[3].messages if m.role == "tool"][-1].parts[0]

@@ -66,6 +66,15 @@ def test_edits_apply_one_validated_step_at_a_time():
     assert Draft(MINIMAL, allow_model_changes=True).set_field("model.temperature", 0.0).startswith("ok")
 
 
+def test_lowering_a_limit_is_applied_with_a_note_raising_it_is_not():
+    d = Draft(MINIMAL)
+    lowered = d.set_field("routing.limits.max_turns", 4)
+    assert lowered.startswith("ok: routing.limits.max_turns: 8 -> 4") and "lowers a limit" in lowered
+    assert d.harness().routing.limits.max_turns == 4
+    assert "lowers" not in d.set_field("routing.limits.max_turns", 24)
+    assert "lowers" not in d.set_field("prompts.system", "Be brief.")
+
+
 # -- a store with real spans -----------------------------------------------------------------------------
 @pytest.fixture
 def store(tmp_path):

@@ -30,6 +30,11 @@ TOOL_FIELDS = ("kind", "description", "parameters", "template", "script", "sessi
                "output_limit", "user", "role")
 
 
+LIMITS = {"max_turns", "max_wall_s", "timeout_s", "output_limit", "max_tokens"}
+LOWERED = (". Note: this lowers a limit. A lower limit fixes no failure that a limit caused; if the signals show "
+           "this limit was hit, raise it instead (set_field again with a larger value).")
+
+
 class Draft:
     def __init__(self, parent: Harness, *, allow_model_changes: bool = False):
         self.parent, self.allow_model_changes = parent, allow_model_changes
@@ -77,7 +82,10 @@ class Draft:
             node.pop(leaf, None)
         else:
             node[leaf] = value
-        return self._commit(data, f"{path}: {_short(before)} -> {_short(value)}")
+        done = self._commit(data, f"{path}: {_short(before)} -> {_short(value)}")
+        lowered = (leaf in LIMITS and isinstance(before, int | float) and isinstance(value, int | float)
+                   and not isinstance(value, bool) and value < before)
+        return done + (LOWERED if lowered else "")
 
     def _set_item(self, data: dict[str, Any], items: list, name: str, value: Any, path: str) -> str:
         at = next((i for i, x in enumerate(items) if isinstance(x, dict) and name in (x.get("name"), str(i))), None)

@@ -212,8 +212,9 @@ LOOPING = ("Every call you made this turn repeats an earlier one, so none ran ag
            "If it is what you want, call write_revision now (rationale, cause, fixes, keeps, note); otherwise "
            "make a different change.")
 LOOPING_EMPTY = ("Every call you made this turn repeats an earlier one, so none ran again. Your draft has no edits "
-                 "yet, so there is nothing to submit: change it now with an edit tool, e.g. set_field with path "
-                 "\"routing.limits.max_turns\" and value 16, or path \"tools.bash.timeout_s\" and value 60. {signals}")
+                 "yet, so there is nothing to submit: change it now with an edit tool that addresses the signals: "
+                 "set_field on a limit they name, raised well above its value, or edit_prompt / set_tool when they "
+                 "name none. {signals}")
 LOOPING_REFUSED = ("Every call you made this turn repeats an earlier one, so none ran again. Your draft so far: "
                    "{draft}. write_revision refused it: {refusal}. Make a different change with an edit tool "
                    "(another value, another field or a prompt edit), then call write_revision.")

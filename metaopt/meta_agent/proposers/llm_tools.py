@@ -148,7 +148,9 @@ class Session:
         lines += tool_errors(self.evidence, offered if len(self.parent.routing.roles) == 1 else set(tools))
         lines += context_drops(self.evidence, self.parent.routing.context.max_tokens)
         return ("Signals in their spans: " + "; ".join(lines) + ".") if lines else \
-            "Signals in their spans: no turn limit, tool timeout, truncated output or failed tool call."
+            ("Signals in their spans: no turn limit, tool timeout, truncated output or failed tool call: no "
+             "limit of the harness stopped the agent, so look at what it was told and what its tools did (the "
+             "verifier's failure lines say what the tests expected).")
 
     def _check_trial(self, trial_id: Any) -> str:
         if not isinstance(trial_id, str) or trial_id not in self.allowed:
