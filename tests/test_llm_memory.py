@@ -238,3 +238,38 @@ def test_write_revision_can_carry_its_edits_and_a_looping_empty_draft_is_pushed_
         assert "write_revision" not in {t.name for t in p.model.calls[2].tools}  # pushed to edit
         assert "set_field" in {t.name for t in p.model.calls[2].tools}
         assert "write_revision" in {t.name for t in p.model.calls[3].tools}  # an edit made: all tools again
+
+
+def test_a_session_that_ends_with_an_unsubmitted_draft_submits_it(tmp_path):
+    with Store(tmp_path / "s.duckdb") as store:
+        tracing = experiment(store)
+        tried = edit(MINIMAL, routing__limits__max_turns=16)
+        read = {"tool": "read_harness"}
+        mine = {"rationale": "the agent runs out of turns", "cause": "the turn limit stops it", "fixes": ["t0"],
+                "keeps": ["t2"]}
+        steps = [{"tool": "set_field", "arguments": {"path": "routing.limits.max_turns", "value": 16}},
+                 {"tool": "write_revision", "arguments": mine},  # refused: already tried
+                 {"tool": "set_field", "arguments": {"path": "routing.limits.max_turns", "value": 24}}, read, read]
+        p = LLMProposer(script(tmp_path, steps), profile="compact", max_turns=5)
+        rev = p.propose(MINIMAL, Evidence(store, ["f0", "f1"], EXP, parent_id=C0, tracing=tracing),
+                        {tried.content_hash()})
+        # the cap came before a second write_revision: the draft goes in with the model's own last claim
+        assert rev is not None and rev.harness.routing.limits.max_turns == 24
+        assert p.last_run["outcome"] == "draft at the turn cap" and p.last_run["turns"] == 5
+        assert rev.manifest.cause == "the turn limit stops it" and rev.rationale.startswith("the agent runs out")
+        assert rev.manifest.fixes == ["t0"] and rev.manifest.keeps == ["t2"]
+        tools = [r["name"] for r in store.rows("SELECT name FROM spans WHERE trace_id = ? AND operation_name = "
+                                               "'execute_tool' ORDER BY start_ns", [rev.trace_id])]
+        assert tools[-1] == "execute_tool write_revision" and len(tools) == len(steps) + 1
+
+        # no claim of its own: the draft goes in saying so, claiming the failing tasks; no draft: nothing
+        steps = [{"tool": "edit_prompt", "arguments": {"prompt": "system", "text": "Batch commands."}}, read, read]
+        p = LLMProposer(script(tmp_path, steps), profile="compact", max_turns=3)
+        rev = p.propose(MINIMAL, Evidence(store, ["f0", "f1"], EXP, parent_id=C0), set())
+        assert rev is not None and rev.harness.prompts.system.endswith("Batch commands.")
+        assert rev.manifest.cause.startswith("not stated") and rev.manifest.fixes == ["t0", "t1"]
+        assert rev.manifest.keeps == []
+        p = LLMProposer(script(tmp_path, [read, read, read]), profile="compact", max_turns=3)
+        assert p.propose(MINIMAL, Evidence(store, ["f0", "f1"], EXP, parent_id=C0), set()) is None
+        assert p.last_run["outcome"] == "max_turns"
+        tracing.shutdown()

@@ -27,8 +27,12 @@ temperature 0.7 from the second cut in the compact profile.
 Traced like the task agent when `evidence.tracing` is set: `invoke_agent meta-agent` > `chat` /
 `execute_tool` spans in the store, whose trace id the Revision (and `last_run`) carries.
 
-The loop returns None when the model stops without a valid revision or after `max_turns` model
-calls. Revision.usd sums the responses' cost_usd (an unknown price counts 0 and is noted in the
+A session that ends (at `max_turns`, or the model stops calling tools) with edits in its draft
+but no revision submits that draft as it stands, through write_revision like any other (it may
+still be refused: already tried, say), with the claim of the model's last write_revision call
+if it made one, else no stated cause, its failing tasks as fixes and no keeps; outcome
+"draft at the turn cap". Small models often edit and never submit: the work is not thrown away,
+and the gate judges it like any proposal. The loop returns None when there is no valid revision. Revision.usd sums the responses' cost_usd (an unknown price counts 0 and is noted in the
 rationale and in `last_run`).
 """
 
@@ -127,6 +131,7 @@ class LLMProposer:
         messages = [Message.system(system_prompt(p)), Message.user(guided(session.briefing(), evidence.guidance))]
         usd, unpriced, outcome, usage, nudges, loops, cuts = 0.0, 0, "max_turns", Usage(), 0, 0, 0
         refusal: str | None = None  # what write_revision last said of the current draft
+        claim: dict[str, Any] = {}  # the arguments of the model's last write_revision call
         done: dict[str, str] = {}  # call signature -> what it returned the first time
         settings = self.settings
         t0 = time.monotonic()
@@ -160,6 +165,7 @@ class LLMProposer:
                     continue
                 outcome = "stopped without a revision"
                 break
+            claim = next((dict(c.arguments) for c in reversed(calls) if c.name in SUBMIT), claim)
             keys = {id(c): _signature(c, session) for c in calls}
             repeats = [c for c in calls if keys[id(c)] in done and (c.name in ONCE or p.name == "compact")]
             offered = [t.name for t in tools]
@@ -191,6 +197,9 @@ class LLMProposer:
                 if loops >= 2 and p.name == "compact":  # still looping: sample instead of argmax
                     settings = settings.model_copy(update={"temperature": RESAMPLE_TEMPERATURE})
             messages = _fit(messages, self.max_context_chars)
+        if session.revision is None and session.draft.changed and _submit_draft(session, claim, wrap, turn):
+            say(f"meta-agent: {outcome}: its draft ({'; '.join(session.draft.log)}) was submitted as it stood")
+            outcome = DRAFT_AT_CAP
         self.spent_usd += usd
         self.last_run = {"turns": turn, "usd": usd, "unpriced_calls": unpriced, "outcome": outcome,
                          "messages": messages, "usage": usage, "trace_id": trace_id, "profile": p.name}
@@ -223,6 +232,23 @@ CUT_OFF = ("Your last reply was cut off at {n} output tokens in the middle of a 
            "and is not shown. Make the call again, shorter: one sentence each for rationale, cause and note, "
            "only task ids in fixes and keeps. You now have up to {room} tokens.")
 MAX_ROOM = 4  # a cut-off call's retries get at most this many times the profile's max_tokens
+
+
+DRAFT_AT_CAP = "draft at the turn cap"
+UNSTATED = "not stated: the meta-agent ended before write_revision; its draft was submitted as it stood"
+
+
+def _submit_draft(session: Session, claim: dict[str, Any], wrap: Wrap, turn: int) -> bool:
+    """Submit the draft of a session that ended without a revision (traced as a write_revision call):
+    with the model's own last claim, else (or if that claim is refused) a claim that states no cause."""
+    fallback = {"rationale": UNSTATED, "cause": UNSTATED, "fixes": list(session.failing_tasks), "keeps": []}
+    mine = {k: claim[k] for k in ("rationale", "cause", "fixes", "keeps", "cites") if k in claim}
+    for args in ([{**fallback, **mine}] if mine else []) + [fallback]:
+        call = ToolCallPart(id=f"draft-at-cap-{turn}", name="write_revision", arguments=args)
+        wrap(call, partial(session.call, call))
+        if session.revision is not None:
+            return True
+    return False
 
 
 def _after_loop(session: Session, refusal: str | None) -> tuple[str, set[str]]:
