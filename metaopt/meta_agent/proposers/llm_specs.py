@@ -110,8 +110,8 @@ SPECS = {s.name: s for s in [
            "keeps": {**_IDS, "description": "Train task ids (passing now) this must not break."},
            "cites": {**_IDS, "description": "Trial ids and span ids of the evidence."},
            "note": {"type": "string", "description": "A notebook entry: what you tried and what to try next."},
-           "changes": {"type": "object", "description": "Optional: field edits to make first, dotted path -> value, "
-                       "e.g. {\"routing.limits.max_turns\": 16}."},
+           "changes": {"type": "object", "description": "Optional: field edits to make first, dotted path -> value "
+                       "(the path a signal names)."},
            "harness_yaml": {"type": "string", "description": "Optional: the complete harness YAML, prompts inline."}},
           ["rationale", "cause", "fixes", "keeps"]),
 ]}
@@ -126,7 +126,8 @@ SHORT = {
                 "test never per task."), []),
     "read_candidate": ("One earlier candidate: its diff, gate numbers, per-task train results.", ["candidate_id"]),
     "add_note": ("Add a notebook entry, kept for your next proposals.", ["text"]),
-    "set_field": ("Set a harness field by dotted path, e.g. routing.limits.max_turns or tools.bash.timeout_s.",
+    "set_field": (("Set a harness field by dotted path: the one a signal names (tools.NAME.timeout_s, "
+                   "tools.NAME.output_limit, routing.limits.max_turns, ...)."),
                   ["path", "value"]),
     "edit_prompt": (("Edit a prompt (system, task_template, verification, roles.NAME): replace old text, set a section, "
                     "or append text."), ["prompt", "text", "section", "old"]),
