@@ -25,17 +25,20 @@ K = 2
 
 class Scripted:
     """An Evaluator stand-in: every trial of `cid` on a task scores what `score[cid]` says; it
-    records what it was asked to run, and refuses a candidate once `tamper` names its split."""
+    records what it was asked to run, and refuses a candidate once `tamper` names its split; with
+    `stopped` a stop came first: every run runs nothing."""
 
     def __init__(self, score: dict[str, float], tamper: str | None = None):
         self.cfg = RunConfig(benchmark="b", model="fake/solution", trials=K)
         self.splits = {"train": TRAIN, "validation": VAL, "test": []}
         self.canaries: list[str] = []
-        self.score, self.tamper, self.ran = score, tamper, []
+        self.score, self.tamper, self.ran, self.stopped = score, tamper, [], False
 
     def run(self, cid: str, harness: Harness, split: str, task_ids: list[str], k: int
             ) -> tuple[Scores, list[TrialResult]]:
         self.ran.append((cid, split))
+        if self.stopped:
+            return {t: [None] * k for t in task_ids}, []
         rows = [TrialResult(trial_id=f"{cid}/{split}/{t}/{a}", run_id=f"{cid}:{split}", benchmark="b", task_id=t,
                             attempt=a, agent="a", status="passed", score=self.score[cid]) for t in task_ids
                 for a in range(k)]
@@ -102,6 +105,14 @@ def test_a_tampered_validation_trial_makes_it_invalid_after_the_look_and_before_
     assert j.reason == "invalid: a trial was tampered with (task #abc123): wrote the reward"
     assert [s.stage for s in j.steps] == ["screen", "validation"]  # refused before its first look was taken
     assert j.scores is None and j.saved is None and ("e/c0", "reserve") not in ev.ran
+
+
+def test_a_child_whose_smoke_trial_a_stop_prevented_is_inconclusive_and_runs_nothing_more():
+    ev = Scripted({"e/c0": 0.0, "e/c1": 1.0})
+    ev.stopped = True  # other candidates in flight took the last trials of max_trials
+    j = judge(_cand("e/c1", 1, "e/c0"), _parent(0.0), ev)  # type: ignore[arg-type]
+    assert (j.decision, j.stage, j.steps[0].outcome) == ("inconclusive", "smoke", "stopped")
+    assert j.reason.startswith("not judged: a stop") and ev.ran == [("e/c1", "smoke")]
 
 
 def test_judge_is_pure_same_inputs_same_judgement():

@@ -1,6 +1,7 @@
 """One keep/reject decision: `judge(child, parent, evaluator) -> Judgement`.
 
     smoke     1 task + the canaries, 1 trial         tampered, canary passed, all errored -> invalid
+                                                     a stop came first (none ran)        -> inconclusive
     screen    the parent's failing train tasks (+ the manifest's keeps)                    -> rejected on fail
     validate  the staged gate (meta_agent.sequential): select on the reused validation trials,
               confirm on fresh ones at the experiment's alpha_j; the Evaluator's tamper check
@@ -114,9 +115,11 @@ def judge(child: Candidate, parent: Parent, ev: Evaluator) -> Judgement:
     _, rows = ev.run(cid, child.harness, "smoke", (failing or train)[:1] + ev.canaries, 1)
     if bad := ev.check(cid, ["smoke"]):
         return refusal(child, "smoke", "fail", f"invalid: {bad}")
-    if all(r.status == "error" for r in rows if r.task_id not in ev.canaries):
-        why = next(r for r in rows if r.task_id not in ev.canaries).error
-        return refusal(child, "smoke", "fail", f"invalid: smoke run errored: {why}")
+    if not (tried := [r for r in rows if r.task_id not in ev.canaries]):  # candidates in flight at once share the stops
+        return refusal(child, "smoke", "stopped", "not judged: a stop (max trials, budget, interrupt) came before "
+                       "its smoke trial ran", "inconclusive")
+    if all(r.status == "error" for r in tried):
+        return refusal(child, "smoke", "fail", f"invalid: smoke run errored: {tried[0].error}")
     run = memory.screen_tasks(failing, child.predictions)  # + the manifest's keeps, so they can be checked
     c_train = ev.scores(cid, child.harness, "train", run, k) if run else {}
     if run and (bad := ev.check(cid, ["train"])):

@@ -95,7 +95,7 @@ class GateDecision(Record, table="gate_decisions"):
     (the outcome, the claim check, liveness); validation: the fixed gate; filter: dropped by a search
     mechanism before any trial (strategy bilevel)."""
     outcome: str
-    """pass | fail | accept | reject | inconclusive | continue | futile."""
+    """pass | fail | accept | reject | inconclusive | continue | futile | stopped (a stop came before the smoke trial)."""
     delta: float | None = None
     se: float | None = None
     threshold: float | None = None
@@ -320,7 +320,7 @@ _MIGRATIONS: tuple[tuple[str, str], ...] = (
             candidate_id VARCHAR NOT NULL,
             parent_id VARCHAR,
             stage VARCHAR NOT NULL,          -- smoke | screen | validation
-            outcome VARCHAR NOT NULL,        -- pass | fail | accept | reject | inconclusive
+            outcome VARCHAR NOT NULL,        -- pass | fail | accept | reject | inconclusive | stopped
             delta DOUBLE,
             se DOUBLE,
             threshold DOUBLE,
