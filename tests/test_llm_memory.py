@@ -13,7 +13,7 @@ from _memory_helpers import EXP, MINIMAL, edit, episode
 from metaopt.meta_agent.ledger import Ledger
 from metaopt.meta_agent.proposers import Evidence
 from metaopt.meta_agent.proposers import history as hist
-from metaopt.meta_agent.proposers.llm import LLMProposer
+from metaopt.meta_agent.proposers.llm import ELIDED, LLMProposer
 from metaopt.meta_agent.proposers.llm_specs import COMPACT
 from metaopt.meta_agent.proposers.text import harness_yaml
 from metaopt.task_agent.harness import Harness
@@ -275,3 +275,39 @@ def test_a_session_that_ends_with_an_unsubmitted_draft_submits_it(tmp_path):
         assert p.propose(MINIMAL, Evidence(store, ["f0", "f1"], EXP, parent_id=C0), set()) is None
         assert p.last_run["outcome"] == "max_turns"
         tracing.shutdown()
+
+
+def test_a_reply_with_more_calls_than_the_profile_runs_runs_the_first_few_and_says_so(tmp_path):
+    # the local 1.5B once sent a hundred set_field calls in one reply and filled its 8192-token window
+    with Store(tmp_path / "s.duckdb") as store:
+        experiment(store).shutdown()
+        edits = [{"tool": "edit_prompt", "arguments": {"prompt": "system", "text": f"Rule {i}."}} for i in range(10)]
+        steps = [{"tool_calls": edits}, {"tool": "write_revision", "arguments": {
+            "rationale": "r", "cause": "c", "fixes": [], "keeps": [], "note": "rules"}}]
+        p = LLMProposer(script(tmp_path, steps), profile="compact")
+        rev = p.propose(MINIMAL, Evidence(store, ["f0"], EXP, parent_id=C0), set())
+        n = COMPACT.max_calls
+        assert rev is not None and all(f"Rule {i}." in rev.harness.prompts.system for i in range(n))
+        assert not any(f"Rule {i}." in rev.harness.prompts.system for i in range(n, 10))
+        kept = next(m for m in p.last_run["messages"] if m.role == "assistant")
+        assert len(kept.tool_calls) == n  # the dropped calls are not in the history the model sees next
+        assert tool_results(p)[n - 1].endswith(f"[only the first {n} calls of your reply ran; {10 - n} more were dropped]")
+
+
+def test_a_model_that_counts_tokens_gets_a_history_that_leaves_room_for_its_reply(tmp_path):
+    with Store(tmp_path / "s.duckdb") as store:
+        experiment(store).shutdown()
+        steps = [{"tool": "read_harness"}, {"tool": "history"},
+                 {"tool": "write_revision", "arguments": {"rationale": "r", "cause": "c", "fixes": [], "keeps": [],
+                                                          "note": "n"}}]
+
+        def third_call(window: int | None) -> list[str]:
+            p = LLMProposer(script(tmp_path, steps), profile="compact")
+            if window:  # base.CountsTokens, as a local model has it: 4 characters a token here
+                p.model.context_window = window
+                p.model.count_tokens = lambda messages, tools: sum(len(m.model_dump_json()) for m in messages) // 4
+            p.propose(MINIMAL, Evidence(store, ["f0"], EXP, parent_id=C0), set())
+            return [r.response for m in p.model.calls[2].messages if m.role == "tool" for r in m.parts]
+
+        roomy, tight = third_call(None), third_call(COMPACT.max_tokens + 1200)
+        assert ELIDED not in roomy and tight[0] == ELIDED and tight[-1] == roomy[-1]  # the oldest result goes first

@@ -56,9 +56,9 @@ from metaopt.meta_agent.proposers.base import Evidence, Revision
 from metaopt.meta_agent.proposers.llm_specs import PROFILES, Profile, profile_for, tools_for
 from metaopt.meta_agent.proposers.llm_tools import Session
 from metaopt.task_agent.harness import Harness
-from metaopt.task_agent.messages import Message, ModelSettings, ToolCallPart, ToolResultPart, Usage
+from metaopt.task_agent.messages import Message, ModelSettings, ToolCallPart, ToolResultPart, ToolSpec, Usage
 from metaopt.task_agent.models import get_model
-from metaopt.task_agent.models.base import Model
+from metaopt.task_agent.models.base import CountsTokens, Model
 from metaopt.task_agent.models.toolcall_text import INVALID
 
 PROMPT = Path(__file__).with_name("llm_prompt.md")
@@ -136,6 +136,7 @@ class LLMProposer:
         settings = self.settings
         t0 = time.monotonic()
         for turn in range(1, self.max_turns + 1):
+            messages = _fit_window(messages, tools, settings.max_tokens, self.model, self.max_context_chars)
             resp = model.generate(messages, tools, settings)
             called = ", ".join(c.name for c in resp.message.tool_calls) or "no tool call"
             called += f", cut off at {settings.max_tokens} tokens" if resp.finish_reason == "length" else ""
@@ -157,7 +158,9 @@ class LLMProposer:
                     {"temperature": RESAMPLE_TEMPERATURE} if cuts >= 2 and p.name == "compact" else {})})
                 messages = _fit(messages, self.max_context_chars)
                 continue
-            messages.append(resp.message)
+            reply, dropped = _first_calls(resp.message, p.max_calls)
+            calls = reply.tool_calls
+            messages.append(reply)
             if not calls:
                 if p.name == "compact" and nudges < 2 and left > 0:  # small models often just talk
                     nudges += 1
@@ -184,6 +187,10 @@ class LLMProposer:
             if session.revision is not None:
                 outcome = "revision"
                 break
+            if dropped:
+                last = results[-1]
+                results[-1] = last.model_copy(update={"response": last.response + f"\n\n[only the first "
+                                                      f"{len(calls)} calls of your reply ran; {dropped} more were dropped]"})
             if 0 < left <= 3:  # say so in the last result: a session that ends unwritten is wasted
                 last = results[-1]
                 results[-1] = last.model_copy(update={"response": last.response + f"\n\n[{left} turn(s) left: "
@@ -303,10 +310,39 @@ def guided(briefing: str, guidance: str | None) -> str:
 ELIDED = "[elided to fit the context window: call the tool again if you need it]"
 
 
+def _first_calls(reply: Message, n: int) -> tuple[Message, int]:
+    """`reply` with only its first `n` tool calls, and how many it dropped."""
+    calls = reply.tool_calls
+    if len(calls) <= n:
+        return reply, 0
+    keep = {id(c) for c in calls[:n]}
+    return Message(role=reply.role, parts=[q for q in reply.parts if not isinstance(q, ToolCallPart) or id(q) in keep]
+                   ), len(calls) - n
+
+
+def _chars(part: Any) -> int:
+    if isinstance(part, ToolCallPart):
+        return len(part.name) + len(json.dumps(part.arguments))
+    return len(getattr(part, "response", None) or getattr(part, "content", "") or "")
+
+
+def _fit_window(messages: list[Message], tools: list[ToolSpec], room: int, model: Any, max_chars: int
+                ) -> list[Message]:
+    """`_fit` at a smaller character budget until the request leaves `room` reply tokens in the
+    model's context window, for a model that counts tokens (base.CountsTokens: the local models,
+    8192 tokens a slot); others as they are."""
+    if not isinstance(model, CountsTokens) or not model.context_window:
+        return messages
+    while model.count_tokens(messages, tools) > model.context_window - room and max_chars > 1000:
+        max_chars = int(max_chars * 0.8)
+        messages = _fit(messages, max_chars)
+    return messages
+
+
 def _fit(messages: list[Message], max_chars: int) -> list[Message]:
-    """Replace the oldest tool results (never the last turn's) by ELIDED until the history fits."""
-    total = sum(len(getattr(p, "response", None) or getattr(p, "content", "") or "")
-                for m in messages for p in m.parts)
+    """Replace the oldest tool results (never the last turn's) by ELIDED until the history fits
+    (the count includes the model's own calls' arguments)."""
+    total = sum(_chars(p) for m in messages for p in m.parts)
     out = list(messages)
     for i, m in enumerate(out[:-1]):
         if total <= max_chars:

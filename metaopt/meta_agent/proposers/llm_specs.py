@@ -33,6 +33,9 @@ class Profile:
     max_tokens: int
     """Output tokens per model call."""
     tools: tuple[str, ...]
+    max_calls: int = 32
+    """Tool calls run per reply; the rest are dropped from the history (a small model repeating one
+    call dozens of times in a reply filled a local model's context window on meta-bench)."""
 
 
 ALL = ("list_failures", "failure_clusters", "read_trial", "search_traces", "read_harness", "history", "read_candidate",
@@ -40,7 +43,7 @@ ALL = ("list_failures", "failure_clusters", "read_trial", "search_traces", "read
 FULL = Profile("full", max_turns=30, max_context_chars=400_000, page=20_000, clip=4000, max_tokens=16_000, tools=ALL)
 COMPACT = Profile("compact", max_turns=10, max_context_chars=24_000, page=2500, clip=600, max_tokens=512,
                   tools=("read_trial", "read_harness", "history", "read_candidate", "add_note", "set_field",
-                         "edit_prompt", "set_tool", "write_revision"))
+                         "edit_prompt", "set_tool", "write_revision"), max_calls=6)
 PROFILES = {p.name: p for p in (FULL, COMPACT)}
 
 
