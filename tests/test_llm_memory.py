@@ -10,6 +10,7 @@ from pathlib import Path
 import yaml
 from _memory_helpers import EXP, MINIMAL, edit, episode
 
+from metaopt.core.errors import ModelError
 from metaopt.meta_agent.ledger import Ledger
 from metaopt.meta_agent.proposers import Evidence
 from metaopt.meta_agent.proposers import history as hist
@@ -17,6 +18,7 @@ from metaopt.meta_agent.proposers.llm import ELIDED, LLMProposer
 from metaopt.meta_agent.proposers.llm_specs import COMPACT
 from metaopt.meta_agent.proposers.text import harness_yaml
 from metaopt.task_agent.harness import Harness
+from metaopt.task_agent.models.base import CONTEXT_OVERFLOW
 from metaopt.traces.store import Store
 from metaopt.traces.tracing import Tracing
 
@@ -311,3 +313,24 @@ def test_a_model_that_counts_tokens_gets_a_history_that_leaves_room_for_its_repl
 
         roomy, tight = third_call(None), third_call(COMPACT.max_tokens + 1200)
         assert ELIDED not in roomy and tight[0] == ELIDED and tight[-1] == roomy[-1]  # the oldest result goes first
+
+
+def test_a_full_context_window_ends_the_session_and_its_draft_is_submitted(tmp_path):
+    with Store(tmp_path / "s.duckdb") as store:
+        experiment(store).shutdown()
+        steps = [{"tool": "edit_prompt", "arguments": {"prompt": "system", "text": "Batch commands."}},
+                 {"tool": "read_harness"}, {"tool": "read_harness"}]
+        p = LLMProposer(script(tmp_path, steps), profile="compact")
+        scripted = p.model.generate
+
+        def full_after_two(messages, tools, settings):  # as the local server answers an over-long request
+            if len(p.model.calls) == 2:
+                raise ModelError("request (8783 tokens) exceeds the available context size (8192 tokens)",
+                                 provider="local", error_type=CONTEXT_OVERFLOW, status_code=400)
+            return scripted(messages, tools, settings)
+
+        p.model.generate = full_after_two
+        rev = p.propose(MINIMAL, Evidence(store, ["f0", "f1"], EXP, parent_id=C0), set())
+        assert rev is not None and rev.harness.prompts.system.endswith("Batch commands.")
+        assert p.last_run["outcome"] == "context window full, draft submitted" and p.last_run["turns"] == 2
+        assert rev.manifest.cause.startswith("not stated")

@@ -52,13 +52,14 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
+from metaopt.core.errors import ModelError
 from metaopt.meta_agent.proposers.base import Evidence, Revision
 from metaopt.meta_agent.proposers.llm_specs import PROFILES, Profile, profile_for, tools_for
 from metaopt.meta_agent.proposers.llm_tools import Session
 from metaopt.task_agent.harness import Harness
 from metaopt.task_agent.messages import Message, ModelSettings, ToolCallPart, ToolResultPart, ToolSpec, Usage
 from metaopt.task_agent.models import get_model
-from metaopt.task_agent.models.base import CountsTokens, Model
+from metaopt.task_agent.models.base import CONTEXT_OVERFLOW, CountsTokens, Model
 from metaopt.task_agent.models.toolcall_text import INVALID
 
 PROMPT = Path(__file__).with_name("llm_prompt.md")
@@ -137,7 +138,14 @@ class LLMProposer:
         t0 = time.monotonic()
         for turn in range(1, self.max_turns + 1):
             messages = _fit_window(messages, tools, settings.max_tokens, self.model, self.max_context_chars)
-            resp = model.generate(messages, tools, settings)
+            try:
+                resp = model.generate(messages, tools, settings)
+            except ModelError as e:  # the window is full all the same: end here, the draft is submitted below
+                if e.error_type != CONTEXT_OVERFLOW or turn == 1:
+                    raise
+                outcome, turn = CONTEXT_FULL, turn - 1
+                say(f"meta-agent turn {turn + 1}/{self.max_turns}: {e}")
+                break
             called = ", ".join(c.name for c in resp.message.tool_calls) or "no tool call"
             called += f", cut off at {settings.max_tokens} tokens" if resp.finish_reason == "length" else ""
             say(f"meta-agent turn {turn}/{self.max_turns}: {called} ({time.monotonic() - t0:.0f} s, "
@@ -206,7 +214,7 @@ class LLMProposer:
             messages = _fit(messages, self.max_context_chars)
         if session.revision is None and session.draft.changed and _submit_draft(session, claim, wrap, turn):
             say(f"meta-agent: {outcome}: its draft ({'; '.join(session.draft.log)}) was submitted as it stood")
-            outcome = DRAFT_AT_CAP
+            outcome = DRAFT_AT_CAP if outcome != CONTEXT_FULL else f"{CONTEXT_FULL}, draft submitted"
         self.spent_usd += usd
         self.last_run = {"turns": turn, "usd": usd, "unpriced_calls": unpriced, "outcome": outcome,
                          "messages": messages, "usage": usage, "trace_id": trace_id, "profile": p.name}
@@ -242,6 +250,7 @@ MAX_ROOM = 4  # a cut-off call's retries get at most this many times the profile
 
 
 DRAFT_AT_CAP = "draft at the turn cap"
+CONTEXT_FULL = "context window full"  # the model's server refused the request: its draft is submitted as it stands
 UNSTATED = "not stated: the meta-agent ended before write_revision; its draft was submitted as it stood"
 
 
