@@ -14,7 +14,8 @@ from metaopt.core.errors import ModelError
 from metaopt.meta_agent.ledger import Ledger
 from metaopt.meta_agent.proposers import Evidence
 from metaopt.meta_agent.proposers import history as hist
-from metaopt.meta_agent.proposers.llm import ELIDED, LLMProposer
+from metaopt.meta_agent.proposers.llm import LLMProposer
+from metaopt.meta_agent.proposers.llm_context import ELIDED
 from metaopt.meta_agent.proposers.llm_specs import COMPACT
 from metaopt.meta_agent.proposers.text import harness_yaml
 from metaopt.task_agent.harness import Harness

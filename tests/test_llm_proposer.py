@@ -21,7 +21,8 @@ from metaopt.core.errors import MissingApiKey, UserError
 from metaopt.evaluation import TrialResult
 from metaopt.meta_agent.proposers import Evidence, get_proposer
 from metaopt.meta_agent.proposers.heuristic import HeuristicProposer
-from metaopt.meta_agent.proposers.llm import ELIDED, LLMProposer
+from metaopt.meta_agent.proposers.llm import LLMProposer
+from metaopt.meta_agent.proposers.llm_context import ELIDED
 from metaopt.meta_agent.proposers.llm_tools import harness_yaml
 from metaopt.task_agent.harness_io import harness_from_data, load_harness, resolve_harness
 from metaopt.task_agent.messages import Message, ModelResponse, TextPart, ToolCallPart

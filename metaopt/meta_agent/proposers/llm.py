@@ -54,12 +54,13 @@ from pydantic import BaseModel
 
 from metaopt.core.errors import ModelError
 from metaopt.meta_agent.proposers.base import Evidence, Revision
+from metaopt.meta_agent.proposers.llm_context import first_calls, fit, fit_window
 from metaopt.meta_agent.proposers.llm_specs import PROFILES, Profile, profile_for, tools_for
 from metaopt.meta_agent.proposers.llm_tools import Session
 from metaopt.task_agent.harness import Harness
-from metaopt.task_agent.messages import Message, ModelSettings, ToolCallPart, ToolResultPart, ToolSpec, Usage
+from metaopt.task_agent.messages import Message, ModelSettings, ToolCallPart, ToolResultPart, Usage
 from metaopt.task_agent.models import get_model
-from metaopt.task_agent.models.base import CONTEXT_OVERFLOW, CountsTokens, Model
+from metaopt.task_agent.models.base import CONTEXT_OVERFLOW, Model
 from metaopt.task_agent.models.toolcall_text import INVALID
 
 PROMPT = Path(__file__).with_name("llm_prompt.md")
@@ -137,7 +138,7 @@ class LLMProposer:
         settings = self.settings
         t0 = time.monotonic()
         for turn in range(1, self.max_turns + 1):
-            messages = _fit_window(messages, tools, settings.max_tokens, self.model, self.max_context_chars)
+            messages = fit_window(messages, tools, settings.max_tokens, self.model, self.max_context_chars)
             try:
                 resp = model.generate(messages, tools, settings)
             except ModelError as e:  # the window is full all the same: end here, the draft is submitted below
@@ -164,9 +165,9 @@ class LLMProposer:
                 messages.append(Message.user(CUT_OFF.format(n=settings.max_tokens, name=name, room=room)))
                 settings = settings.model_copy(update={"max_tokens": room, **(
                     {"temperature": RESAMPLE_TEMPERATURE} if cuts >= 2 and p.name == "compact" else {})})
-                messages = _fit(messages, self.max_context_chars)
+                messages = fit(messages, self.max_context_chars)
                 continue
-            reply, dropped = _first_calls(resp.message, p.max_calls)
+            reply, dropped = first_calls(resp.message, p.max_calls)
             calls = reply.tool_calls
             messages.append(reply)
             if not calls:
@@ -211,7 +212,7 @@ class LLMProposer:
                 tools = [t for t in all_tools if t.name in offer]
                 if loops >= 2 and p.name == "compact":  # still looping: sample instead of argmax
                     settings = settings.model_copy(update={"temperature": RESAMPLE_TEMPERATURE})
-            messages = _fit(messages, self.max_context_chars)
+            messages = fit(messages, self.max_context_chars)
         if session.revision is None and session.draft.changed and _submit_draft(session, claim, wrap, turn):
             say(f"meta-agent: {outcome}: its draft ({'; '.join(session.draft.log)}) was submitted as it stood")
             outcome = DRAFT_AT_CAP if outcome != CONTEXT_FULL else f"{CONTEXT_FULL}, draft submitted"
@@ -314,58 +315,6 @@ def _again(key: str, call: ToolCallPart, done: dict[str, str]) -> ToolResultPart
 def guided(briefing: str, guidance: str | None) -> str:
     """The briefing, then the bilevel outer loop's search guidance, if any."""
     return briefing + ("\n\n## Search guidance (from the optimizer's outer loop)\n" + guidance if guidance else "")
-
-
-ELIDED = "[elided to fit the context window: call the tool again if you need it]"
-
-
-def _first_calls(reply: Message, n: int) -> tuple[Message, int]:
-    """`reply` with only its first `n` tool calls, and how many it dropped."""
-    calls = reply.tool_calls
-    if len(calls) <= n:
-        return reply, 0
-    keep = {id(c) for c in calls[:n]}
-    return Message(role=reply.role, parts=[q for q in reply.parts if not isinstance(q, ToolCallPart) or id(q) in keep]
-                   ), len(calls) - n
-
-
-def _chars(part: Any) -> int:
-    if isinstance(part, ToolCallPart):
-        return len(part.name) + len(json.dumps(part.arguments))
-    return len(getattr(part, "response", None) or getattr(part, "content", "") or "")
-
-
-def _fit_window(messages: list[Message], tools: list[ToolSpec], room: int, model: Any, max_chars: int
-                ) -> list[Message]:
-    """`_fit` at a smaller character budget until the request leaves `room` reply tokens in the
-    model's context window, for a model that counts tokens (base.CountsTokens: the local models,
-    8192 tokens a slot); others as they are."""
-    if not isinstance(model, CountsTokens) or not model.context_window:
-        return messages
-    while model.count_tokens(messages, tools) > model.context_window - room and max_chars > 1000:
-        max_chars = int(max_chars * 0.8)
-        messages = _fit(messages, max_chars)
-    return messages
-
-
-def _fit(messages: list[Message], max_chars: int) -> list[Message]:
-    """Replace the oldest tool results (never the last turn's) by ELIDED until the history fits
-    (the count includes the model's own calls' arguments)."""
-    total = sum(_chars(p) for m in messages for p in m.parts)
-    out = list(messages)
-    for i, m in enumerate(out[:-1]):
-        if total <= max_chars:
-            break
-        if m.role != "tool":
-            continue
-        parts = []
-        for p in m.parts:
-            if isinstance(p, ToolResultPart) and len(p.response) > len(ELIDED):
-                total -= len(p.response) - len(ELIDED)
-                p = p.model_copy(update={"response": ELIDED})
-            parts.append(p)
-        out[i] = Message(role="tool", parts=parts)
-    return out
 
 
 def system_prompt(profile: Profile | None = None) -> str:
