@@ -11,7 +11,7 @@ import pytest
 
 from metaopt.core.errors import ModelError
 from metaopt.task_agent.harness_io import harness_from_data
-from metaopt.task_agent.loop import DROPPED, TaskAgent, _limit, _tokens
+from metaopt.task_agent.loop import DROPPED, TaskAgent, _tokens, request_limit
 from metaopt.task_agent.messages import Message, ModelResponse, ModelSettings, ToolResultPart, ToolSpec
 from metaopt.task_agent.models.base import CONTEXT_OVERFLOW, CountsTokens
 from metaopt.task_agent.models.fake import ScriptModel
@@ -78,7 +78,7 @@ def test_models_without_a_window_keep_characters_over_four():
     model = ScriptModel([LOOK] * 4 + [{"text": "done"}])
     ep = run(harness(200), model)  # no budget and no window: nothing is trimmed
     assert ep.outcome == "no_tool_call" and DROPPED not in tool_responses(ep)
-    assert _limit(None, None, 4096) is None and _limit(1000, None, 4096) == 1000
+    assert request_limit(None, None, 4096) is None and request_limit(1000, None, 4096) == 1000
 
 
 def test_a_request_that_cannot_fit_ends_as_the_agents_failure():

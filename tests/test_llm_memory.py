@@ -306,9 +306,9 @@ def test_a_model_that_counts_tokens_gets_a_history_that_leaves_room_for_its_repl
 
         def third_call(window: int | None) -> list[str]:
             p = LLMProposer(script(tmp_path, steps), profile="compact")
-            if window:  # base.CountsTokens, as a local model has it: 4 characters a token here
+            if window:  # base.CountsTokens, as a local model has it: 3 characters a token here
                 p.model.context_window = window
-                p.model.count_tokens = lambda messages, tools: sum(len(m.model_dump_json()) for m in messages) // 4
+                p.model.count_tokens = lambda messages, tools: sum(len(m.model_dump_json()) for m in messages) // 3
             p.propose(MINIMAL, Evidence(store, ["f0"], EXP, parent_id=C0), set())
             return [r.response for m in p.model.calls[2].messages if m.role == "tool" for r in m.parts]
 

@@ -158,7 +158,7 @@ class TaskAgent:
         """Keep the request under the harness's budget and under the model's context window less
         room for the reply. False = it cannot fit."""
         ctx = self.harness.routing.context
-        limit = _limit(ctx.max_tokens, getattr(self.model, "context_window", None), self.settings.max_tokens)
+        limit = request_limit(ctx.max_tokens, getattr(self.model, "context_window", None), self.settings.max_tokens)
         if limit is None or self._tokens(messages, tools) <= limit:
             return True
         if ctx.on_overflow == "stop":
@@ -200,7 +200,7 @@ def _tokens(messages: list[Message]) -> int:
     return sum(len(json.dumps(m.to_otel(), ensure_ascii=False)) for m in messages) // 4
 
 
-def _limit(budget: int | None, window: int | None, reply: int) -> int | None:
+def request_limit(budget: int | None, window: int | None, reply: int) -> int | None:
     """Most tokens a request's history may hold: the harness's budget, and the model's window less
     room for the reply. The room is the reply's max_tokens, but at most a quarter of the window:
     harnesses ask for up to 8192 (the whole window of a small local model), and a server stops a

@@ -144,8 +144,8 @@ class LLMProposer:
             except ModelError as e:  # the window is full all the same: end here, the draft is submitted below
                 if e.error_type != CONTEXT_OVERFLOW or turn == 1:
                     raise
-                outcome, turn = CONTEXT_FULL, turn - 1
-                say(f"meta-agent turn {turn + 1}/{self.max_turns}: {e}")
+                say(f"meta-agent turn {turn}/{self.max_turns}: {e}")
+                outcome, turn = CONTEXT_FULL, turn - 1  # this turn made no call
                 break
             called = ", ".join(c.name for c in resp.message.tool_calls) or "no tool call"
             called += f", cut off at {settings.max_tokens} tokens" if resp.finish_reason == "length" else ""
@@ -197,13 +197,9 @@ class LLMProposer:
                 outcome = "revision"
                 break
             if dropped:
-                last = results[-1]
-                results[-1] = last.model_copy(update={"response": last.response + f"\n\n[only the first "
-                                                      f"{len(calls)} calls of your reply ran; {dropped} more were dropped]"})
-            if 0 < left <= 3:  # say so in the last result: a session that ends unwritten is wasted
-                last = results[-1]
-                results[-1] = last.model_copy(update={"response": last.response + f"\n\n[{left} turn(s) left: "
-                                                      "call write_revision before they run out]"})
+                _tell(results, f"only the first {len(calls)} calls of your reply ran; {dropped} more were dropped")
+            if 0 < left <= 3:  # a session that ends unwritten is wasted
+                _tell(results, f"{left} turn(s) left: call write_revision before they run out")
             messages.append(Message(role="tool", parts=[*results]))
             if len(repeats) == len(calls):  # a loop (small models at temperature 0): change the context
                 loops += 1
@@ -266,6 +262,11 @@ def _submit_draft(session: Session, claim: dict[str, Any], wrap: Wrap, turn: int
         if session.revision is not None:
             return True
     return False
+
+
+def _tell(results: list[ToolResultPart], note: str) -> None:
+    """Say `note` at the end of the turn's last tool result, in brackets."""
+    results[-1] = results[-1].model_copy(update={"response": f"{results[-1].response}\n\n[{note}]"})
 
 
 def _after_loop(session: Session, refusal: str | None) -> tuple[str, set[str]]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from metaopt.task_agent.loop import request_limit
 from metaopt.task_agent.messages import Message, ToolCallPart, ToolResultPart, ToolSpec
 from metaopt.task_agent.models.base import CountsTokens
 
@@ -21,8 +22,8 @@ def first_calls(reply: Message, n: int) -> tuple[Message, int]:
     if len(calls) <= n:
         return reply, 0
     keep = {id(c) for c in calls[:n]}
-    return Message(role=reply.role, parts=[q for q in reply.parts if not isinstance(q, ToolCallPart) or id(q) in keep]
-                   ), len(calls) - n
+    parts = [q for q in reply.parts if not isinstance(q, ToolCallPart) or id(q) in keep]
+    return Message(role=reply.role, parts=parts), len(calls) - n
 
 
 def _chars(part: Any) -> int:
@@ -31,14 +32,15 @@ def _chars(part: Any) -> int:
     return len(getattr(part, "response", None) or getattr(part, "content", "") or "")
 
 
-def fit_window(messages: list[Message], tools: list[ToolSpec], room: int, model: Any, max_chars: int
-                ) -> list[Message]:
-    """`_fit` at a smaller character budget until the request leaves `room` reply tokens in the
-    model's context window, for a model that counts tokens (base.CountsTokens: the local models,
-    8192 tokens a slot); others as they are."""
-    if not isinstance(model, CountsTokens) or not model.context_window:
+def fit_window(messages: list[Message], tools: list[ToolSpec], room: int, model: object, max_chars: int
+               ) -> list[Message]:
+    """`fit` at a smaller character budget until the request leaves room for a `room`-token reply
+    in the model's context window (task_agent.loop.request_limit, as the task agent keeps it), for
+    a model that counts tokens (base.CountsTokens: the local models, 8192 tokens a slot); others
+    as they are."""
+    if not isinstance(model, CountsTokens) or not (limit := request_limit(None, model.context_window, room)):
         return messages
-    while model.count_tokens(messages, tools) > model.context_window - room and max_chars > 1000:
+    while model.count_tokens(messages, tools) > limit and max_chars > 1000:
         max_chars = int(max_chars * 0.8)
         messages = fit(messages, max_chars)
     return messages
