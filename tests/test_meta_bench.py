@@ -10,9 +10,14 @@ from pathlib import Path
 
 import pytest
 
+from metaopt.meta_agent.proposers.base import Evidence
+from metaopt.meta_agent.proposers.edits import Draft
+from metaopt.meta_agent.proposers.failures import suggested_edits
+from metaopt.meta_agent.proposers.llm_tools import Session
 from metaopt.meta_bench.bench import run_bench
 from metaopt.meta_bench.case import CASES_DIR, load_cases
 from metaopt.meta_bench.check import judge
+from metaopt.meta_bench.traces import import_traces
 from metaopt.task_agent.messages import Message, ToolSpec
 from metaopt.task_agent.models.replay import ReplayModel
 from metaopt.traces.store import Store
@@ -78,6 +83,26 @@ def test_a_scripted_llm_meta_agent_goes_through_the_same_tools_and_is_judged_by_
     assert (bad.proposed, bad.fixed, bad.cause_named) == (True, False, False)
 
 
+def test_the_briefing_suggests_the_edits_its_signals_point_at_and_they_apply_as_written():
+    """Suggested edits are derived from the traces (never the manifest): a limit that was hit raised, a
+    defined tool added to the role that kept calling it. Made as written, they fix the cases whose
+    defect is such a knob and leave the prompt and tool defects to the meta-model."""
+    fixed, none = [], []
+    for case in CASES:
+        scratch = Store(":memory:")
+        ev = Evidence(store=scratch, trial_ids=import_traces(scratch, case.folder / "traces.jsonl"), experiment_id="x")
+        calls, draft = suggested_edits(case.harness(), ev), Draft(case.harness())
+        for path, value, _ in calls:
+            draft.set_field(path, value)
+        if not calls:
+            none.append(case.name)
+        elif judge(case, draft.harness()).fixed:
+            fixed.append(case.name)
+    assert {"worker-without-shell", "sheet-missing-write-file", "context-budget", "timeout-build"} <= set(fixed)
+    assert {"csv-convention", "no-verification", "quoted-template"} <= set(none)
+    assert not {"timeout-reindex-decoy", "convention-truncation-decoy", "misleading-bash"} & set(fixed)
+
+
 def _spec(name: str, description: str = "Run a command.", param: str = "command") -> ToolSpec:
     return ToolSpec(name=name, description=description,
                     parameters={"type": "object", "properties": {param: {"type": "string"}}})
@@ -132,3 +157,15 @@ def test_a_bad_cases_folder_is_one_line_exit_2(tmp_path):
     (tmp_path / "bad" / "manifest.yaml").write_text("schema_version: 1\ncategory: x\n")
     r = _cli("--meta-model", "oracle", "--cases", str(tmp_path / "bad"), db=tmp_path / "s.duckdb")
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "manifest.yaml" in r.stderr
+
+
+def test_a_suggested_edit_an_earlier_candidate_made_is_named_as_tried_not_offered_again():
+    case = next(c for c in CASES if c.name == "sheet-bash-timeout")
+    scratch = Store(":memory:")
+    ev = Evidence(store=scratch, trial_ids=import_traces(scratch, case.folder / "traces.jsonl"), experiment_id="x")
+    fresh = Session(case.harness(), ev, set()).suggestions()
+    assert '- set_field(path="tools.bash.timeout_s", value=0.6' in fresh and "Already tried" not in fresh
+    draft = Draft(case.harness())
+    draft.set_field("tools.bash.timeout_s", 0.6)
+    again = Session(case.harness(), ev, {draft.harness().content_hash()}).suggestions()
+    assert "- set_field" not in again and "Already tried" in again and "tools.bash.timeout_s" in again

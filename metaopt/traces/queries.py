@@ -164,6 +164,16 @@ def failed_tool_calls(store: Store, trial_ids: list[str], limit: int) -> list[di
         " GROUP BY 1 ORDER BY n DESC, tool LIMIT ?", [*trial_ids, limit])
 
 
+def failed_calls_by_caller(store: Store, trial_ids: list[str]) -> list[dict[str, Any]]:
+    """The failed tool calls in `trial_ids` (non-empty) per tool and per the tool whose call ran them
+    (`via`: an agent tool that delegated to a role; None for the episode's own role); most first."""
+    return store.rows(
+        "SELECT s.tool_name AS tool, p.tool_name AS via, count(*) AS n FROM spans s"
+        " LEFT JOIN spans p ON p.span_id = s.parent_span_id AND p.trial_id = s.trial_id"
+        f" WHERE s.operation_name = 'execute_tool' AND s.trial_id IN ({_marks(trial_ids)})"
+        "   AND (s.error_type IS NOT NULL OR s.status_code = 'ERROR') GROUP BY ALL ORDER BY n DESC, tool", trial_ids)
+
+
 def trials_with_message(store: Store, trial_ids: list[str], text: str) -> dict[str, Any]:
     """How many of `trial_ids` (non-empty) hold a message part whose text is `text`, and their tasks."""
     marks = _marks(trial_ids)

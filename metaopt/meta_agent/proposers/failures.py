@@ -1,15 +1,21 @@
 """Failure summaries for the meta-agent's briefing beyond the knob-shaped causes (heuristic.causes):
 tool calls that failed, grouped by tool and by what they said; tool outputs the loop dropped to fit
-the context budget; and what the verifier said when it reports no per-test results. Read from the failing trials' spans, messages and trial rows only."""
+the context budget; what the verifier said when it reports no per-test results; and the edits these
+signals point at, written as the calls that make them. Read from the failing trials' spans, messages
+and trial rows only."""
 
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from metaopt.meta_agent.proposers.base import Evidence
+from metaopt.meta_agent.proposers.heuristic import MAX_OUTPUT, MAX_TIMEOUT_S, MAX_TURNS, causes
+from metaopt.task_agent.harness import Harness
 from metaopt.task_agent.loop import DROPPED
 from metaopt.traces import queries
 
+MAX_CONTEXT = 200_000  # tokens: a context budget is raised at most to this
 FAIL_LINE = re.compile(r"(?im)^.*\b(FAIL(ED)?|ERROR|AssertionError|assert|expected|missing)\b.*$")
 
 
@@ -48,3 +54,41 @@ def verifier_says(test_output: str | None, limit: int = 2) -> str:
     """The verifier's first failure lines, for a trial without per-test results ('' when none)."""
     lines = [" ".join(m.group(0).split())[:200] for m in FAIL_LINE.finditer(test_output or "")]
     return "; ".join(lines[:limit])
+
+
+def suggested_edits(parent: Harness, ev: Evidence) -> list[tuple[str, Any, str]]:
+    """The field edits the signals point at, as (path, value, why): a tool the harness defines that
+    the model kept calling in a role that does not offer it, added to that role's tools (first: the
+    turns of such episodes went to the failing calls, so their turn limit is likely a symptom); then
+    each limit that was hit raised, most frequent first (turn limit x2, a tool's timeout x3, its output
+    limit x4, as the heuristic proposer would; a context budget that dropped tool outputs x4). None
+    when the signals name no knob (a prompt or tool defect)."""
+    if not ev.trial_ids:
+        return []
+    out: list[tuple[str, Any, str]] = []
+    tools = {t.name: t for t in parent.tools}
+    for r in queries.failed_calls_by_caller(ev.store, ev.trial_ids):
+        via = tools.get(r["via"]) if r["via"] else None
+        name = (via.role if via is not None else None) or parent.routing.start_role
+        role = parent.routing.roles.get(name)
+        if r["tool"] in tools and role is not None and role.tools is not None and r["tool"] not in role.tools:
+            edit = (f"routing.roles.{name}.tools", [*role.tools, r["tool"]],
+                    f"{r['n']} call(s) to {r['tool']}, which role {name} does not offer")
+            out += [edit] if edit[0] not in {e[0] for e in out} else []
+    for cause, n, _, target, _ in causes(ev):
+        if cause == "turn_limit":
+            path, now, why = "routing.limits.max_turns", parent.routing.limits.max_turns, f"{n} episode(s) hit it"
+            new: float = min(MAX_TURNS, now * 2)
+        elif target in tools:
+            field, cap, factor = ("timeout_s", MAX_TIMEOUT_S, 3) if cause == "timeout" else ("output_limit", MAX_OUTPUT, 4)
+            path, now = f"tools.{target}.{field}", getattr(tools[target], field)
+            new, why = type(now)(round(min(cap, now * factor), 3)), f"{n} call(s) {'timed out' if cause == 'timeout' else 'cut'}"
+        else:
+            continue
+        if new != now:
+            out.append((path, new, why))
+    budget = parent.routing.context.max_tokens
+    dropped = queries.trials_with_message(ev.store, ev.trial_ids, DROPPED)["n"] if budget else 0
+    if budget and dropped:
+        out.append(("routing.context.max_tokens", min(MAX_CONTEXT, budget * 4), f"outputs dropped in {dropped} trial(s)"))
+    return out

@@ -47,7 +47,7 @@ from metaopt.meta_agent.proposers import history as hist
 from metaopt.meta_agent.proposers import history_view as view
 from metaopt.meta_agent.proposers.base import Evidence, Revision
 from metaopt.meta_agent.proposers.edits import Draft, EditError
-from metaopt.meta_agent.proposers.failures import context_drops, tool_errors, verifier_says
+from metaopt.meta_agent.proposers.failures import context_drops, suggested_edits, tool_errors, verifier_says
 from metaopt.meta_agent.proposers.heuristic import causes
 from metaopt.meta_agent.proposers.llm_specs import FULL, MAX_PAGE, Profile, tools_for
 from metaopt.meta_agent.proposers.text import harness_summary, harness_yaml, render_trial
@@ -113,7 +113,7 @@ class Session:
         p = self.profile
         short = (self.parent_id or "").rsplit("/", 1)[-1] or "the parent"
         out = [f"The parent harness '{self.parent.name}' ({short}) failed {len(self.allowed)} training trial(s).",
-               self.list_failures(clip=p.clip), self.signals(),
+               self.list_failures(clip=p.clip), self.signals(), self.suggestions(),
                view.clusters_text(self.store, self.allowed, brief=True),
                "Train tasks the parent passes: " + (", ".join(self.passing_tasks) or "none known") + ".",
                view.notebook_text(hist.notes(self.store, self.experiment_id), clip=p.clip * 3)]
@@ -151,6 +151,24 @@ class Session:
             ("Signals in their spans: no turn limit, tool timeout, truncated output or failed tool call: no "
              "limit of the harness stopped the agent, so look at what it was told and what its tools did (the "
              "verifier's failure lines say what the tests expected).")
+
+    def suggestions(self) -> str:
+        """The field edits the signals point at, as calls the model can make as written; an edit whose
+        harness was already tried (an earlier candidate made it) is left out and said so."""
+        calls, tried = [], []
+        for path, value, why in suggested_edits(self.parent, self.evidence):
+            draft = Draft(self.parent)
+            draft.set_field(path, value)
+            call = f"set_field(path={json.dumps(path)}, value={json.dumps(value)})"
+            (tried if draft.harness().content_hash() in self.tried else calls).append(f"{call} ({why})")
+        if not calls and not tried:
+            return "Edits the signals point at: none (no limit was hit and no tool was missing from a role)."
+        head = ("Edits the signals point at (make them if the failing trials agree; a signal can be a decoy "
+                "that changes nothing):")
+        out = [head, *(f"- {c}" for c in calls)] if calls else []
+        if tried:
+            out.append("Already tried by an earlier candidate (do not repeat; look for another cause): " + "; ".join(tried))
+        return "\n".join(out)
 
     def _check_trial(self, trial_id: Any) -> str:
         if not isinstance(trial_id, str) or trial_id not in self.allowed:
