@@ -26,18 +26,19 @@ K = 2
 class Scripted:
     """An Evaluator stand-in: every trial of `cid` on a task scores what `score[cid]` says; it
     records what it was asked to run, and refuses a candidate once `tamper` names its split; with
-    `stopped` a stop came first: every run runs nothing."""
+    `stopped` a stop came first: every run runs nothing (with `stop_at`, only runs of that split)."""
 
     def __init__(self, score: dict[str, float], tamper: str | None = None):
         self.cfg = RunConfig(benchmark="b", model="fake/solution", trials=K)
         self.splits = {"train": TRAIN, "validation": VAL, "test": []}
         self.canaries: list[str] = []
         self.score, self.tamper, self.ran, self.stopped = score, tamper, [], False
+        self.stop_at: str | None = None
 
     def run(self, cid: str, harness: Harness, split: str, task_ids: list[str], k: int
             ) -> tuple[Scores, list[TrialResult]]:
         self.ran.append((cid, split))
-        if self.stopped:
+        if self.stopped or split == self.stop_at:
             return {t: [None] * k for t in task_ids}, []
         rows = [TrialResult(trial_id=f"{cid}/{split}/{t}/{a}", run_id=f"{cid}:{split}", benchmark="b", task_id=t,
                             attempt=a, agent="a", status="passed", score=self.score[cid]) for t in task_ids
@@ -113,6 +114,14 @@ def test_a_child_whose_smoke_trial_a_stop_prevented_is_inconclusive_and_runs_not
     j = judge(_cand("e/c1", 1, "e/c0"), _parent(0.0), ev)  # type: ignore[arg-type]
     assert (j.decision, j.stage, j.steps[0].outcome) == ("inconclusive", "smoke", "stopped")
     assert j.reason.startswith("not judged: a stop") and ev.ran == [("e/c1", "smoke")]
+
+
+def test_a_child_whose_screen_a_stop_cut_short_is_inconclusive_not_rejected():
+    ev = Scripted({"e/c0": 0.0, "e/c1": 1.0})
+    ev.stop_at = "train"  # the smoke trial ran, then the stop came: the trials never run are no evidence
+    j = judge(_cand("e/c1", 1, "e/c0"), _parent(0.0), ev)  # type: ignore[arg-type]
+    assert (j.decision, j.stage, j.steps[-1].outcome) == ("inconclusive", "screen", "stopped")
+    assert "screen trial(s) ran" in j.reason and ev.ran == [("e/c1", "smoke"), ("e/c1", "train")]
 
 
 def test_judge_is_pure_same_inputs_same_judgement():

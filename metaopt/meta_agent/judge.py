@@ -3,6 +3,7 @@
     smoke     1 task + the canaries, 1 trial         tampered, canary passed, all errored -> invalid
                                                      a stop came first (none ran)        -> inconclusive
     screen    the parent's failing train tasks (+ the manifest's keeps)                    -> rejected on fail
+              (inconclusive, outcome stopped, when a stop kept some of its trials from running)
     validate  the staged gate (meta_agent.sequential): select on the reused validation trials,
               confirm on fresh ones at the experiment's alpha_j; the Evaluator's tamper check
               after each look                                                              -> accepted | rejected
@@ -121,13 +122,17 @@ def judge(child: Candidate, parent: Parent, ev: Evaluator) -> Judgement:
     if all(r.status == "error" for r in tried):
         return refusal(child, "smoke", "fail", f"invalid: smoke run errored: {tried[0].error}")
     run = memory.screen_tasks(failing, child.predictions)  # + the manifest's keeps, so they can be checked
-    c_train = ev.scores(cid, child.harness, "train", run, k) if run else {}
+    c_train, rows = ev.run(cid, child.harness, "train", run, k) if run else ({}, [])
     if run and (bad := ev.check(cid, ["train"])):
         return refusal(child, "screen", "fail", f"invalid: {bad}")
     c_train = charged(p_train, c_train)
     s = screen(p_train, c_train, failing)
     row = Step("screen", s.outcome, s.reason, {"n_tasks": s.n_tasks, "delta": s.child_mean - s.parent_mean,
                                               "details": s.per_task})
+    ran = {(r.task_id, r.attempt) for r in rows}
+    if s.outcome == "fail" and (unrun := sum((t, a) not in ran for t in run for a in range(k))):
+        return refusal(child, "screen", "stopped", f"not judged: a stop (max trials, budget, interrupt) came before "
+                       f"{unrun} of its {len(run) * k} screen trial(s) ran", "inconclusive")
     if s.outcome == "fail":
         live = ev.liveness(parent.candidate.harness, child.harness, pid, cid, "train")
         return _closed(child, "rejected", row, (), live, c_train, parent)
