@@ -158,7 +158,10 @@ class Session:
         calls, tried = [], []
         for path, value, why in suggested_edits(self.parent, self.evidence):
             draft = Draft(self.parent)
-            draft.set_field(path, value)
+            try:
+                draft.set_field(path, value)
+            except EditError:  # e.g. a tool whose name does not fit a dotted path: not a call to suggest
+                continue
             call = f"set_field(path={json.dumps(path)}, value={json.dumps(value)})"
             (tried if draft.harness().content_hash() in self.tried else calls).append(f"{call} ({why})")
         if not calls and not tried:
