@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from metaopt.core.errors import ToolError
 from metaopt.meta_agent.proposers.base import Evidence
 from metaopt.meta_agent.proposers.edits import Draft
 from metaopt.meta_agent.proposers.failures import suggested_edits
@@ -169,3 +170,5 @@ def test_a_suggested_edit_an_earlier_candidate_made_is_named_as_tried_not_offere
     draft.set_field("tools.bash.timeout_s", 0.6)
     again = Session(case.harness(), ev, {draft.harness().content_hash()}).suggestions()
     assert "- set_field" not in again and "Already tried" in again and "tools.bash.timeout_s" in again
+    with pytest.raises(ToolError, match=r'make an edit first .*the signals point at set_field\(path="tools.bash'):
+        Session(case.harness(), ev, set()).write_revision("r", "bash timed out", ["sum-by-region"], [])

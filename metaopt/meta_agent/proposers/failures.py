@@ -6,10 +6,12 @@ and trial rows only."""
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
 from metaopt.meta_agent.proposers.base import Evidence
+from metaopt.meta_agent.proposers.edits import Draft, EditError
 from metaopt.meta_agent.proposers.heuristic import MAX_OUTPUT, MAX_TIMEOUT_S, MAX_TURNS, causes
 from metaopt.task_agent.harness import Harness
 from metaopt.task_agent.loop import DROPPED
@@ -92,3 +94,24 @@ def suggested_edits(parent: Harness, ev: Evidence) -> list[tuple[str, Any, str]]
     if budget and dropped:
         out.append(("routing.context.max_tokens", min(MAX_CONTEXT, budget * 4), f"outputs dropped in {dropped} trial(s)"))
     return out
+
+
+def suggestions_text(parent: Harness, ev: Evidence, tried: set[str]) -> str:
+    """The briefing's lines for `suggested_edits`, as set_field calls the model can make as written; an
+    edit whose harness was already tried (an earlier candidate made it) is named as tried instead."""
+    calls, done = [], []
+    for path, value, why in suggested_edits(parent, ev):
+        draft = Draft(parent)
+        try:
+            draft.set_field(path, value)
+        except EditError:  # e.g. a tool whose name does not fit a dotted path: not a call to suggest
+            continue
+        call = f"set_field(path={json.dumps(path)}, value={json.dumps(value)}) ({why})"
+        (done if draft.harness().content_hash() in tried else calls).append(call)
+    if not calls and not done:
+        return "Edits the signals point at: none (no limit was hit and no tool was missing from a role)."
+    head = "Edits the signals point at (make them if the failing trials agree; a signal can be a decoy that changes nothing):"
+    out = [head, *(f"- {c}" for c in calls)] if calls else []
+    if done:
+        out.append("Already tried by an earlier candidate (do not repeat; look for another cause): " + "; ".join(done))
+    return "\n".join(out)

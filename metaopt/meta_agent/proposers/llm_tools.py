@@ -47,7 +47,7 @@ from metaopt.meta_agent.proposers import history as hist
 from metaopt.meta_agent.proposers import history_view as view
 from metaopt.meta_agent.proposers.base import Evidence, Revision
 from metaopt.meta_agent.proposers.edits import Draft, EditError
-from metaopt.meta_agent.proposers.failures import context_drops, suggested_edits, tool_errors, verifier_says
+from metaopt.meta_agent.proposers.failures import context_drops, suggestions_text, tool_errors, verifier_says
 from metaopt.meta_agent.proposers.heuristic import causes
 from metaopt.meta_agent.proposers.llm_specs import FULL, MAX_PAGE, Profile, tools_for
 from metaopt.meta_agent.proposers.text import harness_summary, harness_yaml, render_trial
@@ -153,25 +153,7 @@ class Session:
              "verifier's failure lines say what the tests expected).")
 
     def suggestions(self) -> str:
-        """The field edits the signals point at, as calls the model can make as written; an edit whose
-        harness was already tried (an earlier candidate made it) is left out and said so."""
-        calls, tried = [], []
-        for path, value, why in suggested_edits(self.parent, self.evidence):
-            draft = Draft(self.parent)
-            try:
-                draft.set_field(path, value)
-            except EditError:  # e.g. a tool whose name does not fit a dotted path: not a call to suggest
-                continue
-            call = f"set_field(path={json.dumps(path)}, value={json.dumps(value)})"
-            (tried if draft.harness().content_hash() in self.tried else calls).append(f"{call} ({why})")
-        if not calls and not tried:
-            return "Edits the signals point at: none (no limit was hit and no tool was missing from a role)."
-        head = ("Edits the signals point at (make them if the failing trials agree; a signal can be a decoy "
-                "that changes nothing):")
-        out = [head, *(f"- {c}" for c in calls)] if calls else []
-        if tried:
-            out.append("Already tried by an earlier candidate (do not repeat; look for another cause): " + "; ".join(tried))
-        return "\n".join(out)
+        return suggestions_text(self.parent, self.evidence, self.tried)
 
     def _check_trial(self, trial_id: Any) -> str:
         if not isinstance(trial_id, str) or trial_id not in self.allowed:
@@ -292,7 +274,7 @@ class Session:
             raise ToolError("cites must be a list of trial ids / span ids")
         if changes:  # set_field edits made in the same call (small models write everything at once)
             if not isinstance(changes, dict):
-                raise ToolError('changes must be an object of field path -> value, e.g. {"routing.limits.max_turns": 16}')
+                raise ToolError('changes must be an object of field path -> value, e.g. {"tools.NAME.timeout_s": 60}')
             for path, value in changes.items():
                 self.draft.set_field(path, value)
         child = self._parse(harness_yaml) if harness_yaml not in (None, "") else self._draft()
@@ -302,7 +284,7 @@ class Session:
             raise ToolError("the model section changed; it is frozen: copy it unchanged from read_harness")
         h = child.content_hash()
         if h == self.parent.content_hash():
-            raise ToolError("the revision is identical to the current harness: change something")
+            raise ToolError("the revision is identical to the current harness: change something" + self._hint())
         if h in self.tried:
             raise ToolError("this exact harness was already proposed in this experiment: propose something different")
         ids = {r["task_id"] for r in self.trials.values() if len(r["task_id"]) >= 6}  # as the Guard does
@@ -336,9 +318,13 @@ class Session:
 
     def _draft(self) -> Harness:
         if not self.draft.changed:
-            raise ToolError("no edits to submit: change the draft with set_field, edit_prompt, set_tool or "
-                            "remove_tool first, or pass the full harness_yaml")
+            raise ToolError("no edits to submit: make an edit first (set_field, edit_prompt, set_tool, remove_tool), "
+                            "or pass it in `changes` or the full harness_yaml" + self._hint())
         return self.draft.harness()
+
+    def _hint(self) -> str:
+        first = next((line[2:] for line in self.suggestions().splitlines() if line.startswith("- ")), None)
+        return f"; the signals point at {first}" if first else ""
 
     def _manifest(self, cause: Any, fixes: Any, keeps: Any) -> Manifest:
         if not isinstance(cause, str) or not cause.strip():
