@@ -172,3 +172,16 @@ def test_a_suggested_edit_an_earlier_candidate_made_is_named_as_tried_not_offere
     assert "- set_field" not in again and "Already tried" in again and "tools.bash.timeout_s" in again
     with pytest.raises(ToolError, match=r'make an edit first .*the signals point at set_field\(path="tools.bash'):
         Session(case.harness(), ev, set()).write_revision("r", "bash timed out", ["sum-by-region"], [])
+
+
+def test_a_set_field_call_written_into_the_claim_is_made_and_dropped_from_the_task_lists():
+    """The local 1.5B copied the suggested call into `fixes` with no edit made (sheet-bash-timeout)."""
+    case = next(c for c in CASES if c.name == "sheet-bash-timeout")
+    scratch = Store(":memory:")
+    ev = Evidence(store=scratch, trial_ids=import_traces(scratch, case.folder / "traces.jsonl"), experiment_id="x")
+    session = Session(case.harness(), ev, set())
+    session.write_revision("bash timed out", "the bash tool's timeout is too short",
+                           ["set_field(path='tools.bash.timeout_s', value=1.0)", "sum-by-region"], [])
+    rev = session.revision
+    assert rev is not None and rev.manifest is not None and rev.manifest.fixes == ["sum-by-region"]
+    assert next(t.timeout_s for t in rev.harness.tools if t.name == "bash") == 1.0 and judge(case, rev.harness).fixed

@@ -18,7 +18,9 @@ resets the field to its default. The `model` section is refused unless model cha
 
 from __future__ import annotations
 
+import ast
 import copy
+import json
 import re
 from typing import Any
 
@@ -217,3 +219,24 @@ def _set_section(text: str, section: str, body: str) -> str:
 def _short(v: Any) -> str:
     s = repr(v)
     return s if len(s) <= 60 else s[:57] + "..."
+
+
+WRITTEN_CALL = re.compile(r"""set_field\(\s*path\s*=\s*["']([^"']+)["']\s*,\s*value\s*=\s*(.+?)\s*\)\s*(?:\(|$)""", re.DOTALL)
+
+
+def written_calls(texts: list[Any]) -> list[tuple[str, Any]]:
+    """The set_field calls written out as text (small models copy a suggested call into a claim field
+    such as `fixes` instead of making it), as (path, value); a value that is not a literal is skipped."""
+    out = []
+    for text in texts:
+        m = WRITTEN_CALL.search(text) if isinstance(text, str) else None
+        if m is None:
+            continue
+        raw = m.group(2)
+        for parse in (ast.literal_eval, json.loads):
+            try:
+                out.append((m.group(1), parse(raw)))
+                break
+            except (ValueError, SyntaxError, TypeError):
+                continue
+    return out

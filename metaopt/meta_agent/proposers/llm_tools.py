@@ -46,7 +46,7 @@ from metaopt.meta_agent.predictions import Manifest, passes
 from metaopt.meta_agent.proposers import history as hist
 from metaopt.meta_agent.proposers import history_view as view
 from metaopt.meta_agent.proposers.base import Evidence, Revision
-from metaopt.meta_agent.proposers.edits import Draft, EditError
+from metaopt.meta_agent.proposers.edits import Draft, EditError, written_calls
 from metaopt.meta_agent.proposers.failures import context_drops, suggestions_text, tool_errors, verifier_says
 from metaopt.meta_agent.proposers.heuristic import causes
 from metaopt.meta_agent.proposers.llm_specs import FULL, MAX_PAGE, Profile, tools_for
@@ -277,6 +277,7 @@ class Session:
                 raise ToolError('changes must be an object of field path -> value, e.g. {"tools.NAME.timeout_s": 60}')
             for path, value in changes.items():
                 self.draft.set_field(path, value)
+        fixes, keeps = self._written_edits(fixes, keeps, [cause, rationale], harness_yaml)
         child = self._parse(harness_yaml) if harness_yaml not in (None, "") else self._draft()
         self.claim_notes: list[str] = []
         manifest = self._manifest(cause, fixes, keeps)
@@ -321,6 +322,19 @@ class Session:
             raise ToolError("no edits to submit: make an edit first (set_field, edit_prompt, set_tool, remove_tool), "
                             "or pass it in `changes` or the full harness_yaml" + self._hint())
         return self.draft.harness()
+
+    def _written_edits(self, fixes: Any, keeps: Any, texts: list[Any], harness_yaml: Any) -> tuple[Any, Any]:
+        """Make the set_field calls a model wrote as text into `fixes` or `keeps` (dropped from them),
+        or into its cause or rationale when it made no edit; the claim lists keep only task ids."""
+        lists = [x for x in (fixes, keeps) if isinstance(x, list)]
+        written = written_calls([t for x in lists for t in x])
+        if not written and not self.draft.changed and harness_yaml in (None, ""):
+            written = written_calls(texts)
+        for path, value in written:
+            self.draft.set_field(path, value)
+        def tasks(x: Any) -> Any:
+            return [t for t in x if not written_calls([t])] if isinstance(x, list) else x
+        return tasks(fixes), tasks(keeps)
 
     def _hint(self) -> str:
         first = next((line[2:] for line in self.suggestions().splitlines() if line.startswith("- ")), None)
