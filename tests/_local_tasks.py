@@ -17,10 +17,10 @@ else echo 0 > /logs/verifier/reward.txt; fi
 """
 
 
-def step_tasks(root: Path, n_long: int = 6, n_short: int = 3, benchmark: str = "local-steps") -> list[Task]:
+def step_tasks(root: Path, n_long: int = 6, n_short: int = 3, benchmark: str = "local-steps", long: int = 12) -> list[Task]:
     tasks = []
     for i in range(n_long + n_short):
-        steps = 12 if i < n_long else 1
+        steps = long if i < n_long else 1
         d = root / f"steps-{i:02d}"
         d.mkdir(parents=True, exist_ok=True)
         (d / "check.sh").write_text(CHECK.format(n=steps))

@@ -6,8 +6,8 @@ the history and the notebook gets entries. Bounded: temperature 0, the compact p
 512 output tokens a turn), a handful of tasks, one trial each.
 
 The tasks have two causes of failure a harness controls, so one revision cannot fix everything and
-a second proposal always has failing trials to read: 12-step tasks against minimal's 8 turns, and
-tasks with a step slower than minimal's 10 s bash timeout."""
+a second proposal always has failing trials to read: 20-step tasks against minimal's 8 turns (more
+than the 2x the briefing suggests), and tasks with a step slower than minimal's 10 s bash timeout."""
 
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ def backend(local_backend):
 
 
 def two_cause_tasks(root):
-    tasks = step_tasks(root, n_long=3, n_short=3)
+    tasks = step_tasks(root, n_long=3, n_short=3, long=20)
     for i, t in enumerate(tasks[3:5]):  # two of the short ones get a slow first step (> the 10 s bash timeout)
         tasks[3 + i] = t.model_copy(update={"solution": Solution(steps=["sleep 11 && echo 1 >> /app/out.txt"])})
     return tasks

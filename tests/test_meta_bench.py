@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,7 @@ from metaopt.meta_agent.proposers.base import Evidence
 from metaopt.meta_agent.proposers.edits import Draft
 from metaopt.meta_agent.proposers.failures import suggested_edits
 from metaopt.meta_agent.proposers.llm_tools import Session
+from metaopt.meta_agent.records import Candidate
 from metaopt.meta_bench.bench import run_bench
 from metaopt.meta_bench.case import CASES_DIR, load_cases
 from metaopt.meta_bench.check import judge
@@ -172,6 +174,11 @@ def test_a_suggested_edit_an_earlier_candidate_made_is_named_as_tried_not_offere
     assert "- set_field" not in again and "Already tried" in again and "tools.bash.timeout_s" in again
     with pytest.raises(ToolError, match=r'make an edit first .*the signals point at set_field\(path="tools.bash'):
         Session(case.harness(), ev, set()).write_revision("r", "bash timed out", ["sum-by-region"], [])
+    draft.set_field("routing.limits.max_turns", 80)  # an earlier candidate made it together with another edit
+    both = draft.harness()
+    scratch.insert(Candidate(candidate_id="x/c1", experiment_id="x", parent_id="x/c0", iteration=1, status="inconclusive",
+                             harness=both, harness_hash=both.content_hash(), created_at=datetime.now(UTC)))
+    assert "Already tried" in Session(case.harness(), ev, {both.content_hash()}).suggestions()
 
 
 def test_a_set_field_call_written_into_the_claim_is_made_and_dropped_from_the_task_lists():

@@ -13,6 +13,7 @@ from typing import Any
 from metaopt.meta_agent.proposers.base import Evidence
 from metaopt.meta_agent.proposers.edits import Draft, EditError
 from metaopt.meta_agent.proposers.heuristic import MAX_OUTPUT, MAX_TIMEOUT_S, MAX_TURNS, causes
+from metaopt.meta_agent.records import Candidate
 from metaopt.task_agent.harness import Harness
 from metaopt.task_agent.loop import DROPPED
 from metaopt.traces import queries
@@ -98,7 +99,10 @@ def suggested_edits(parent: Harness, ev: Evidence) -> list[tuple[str, Any, str]]
 
 def suggestions_text(parent: Harness, ev: Evidence, tried: set[str]) -> str:
     """The briefing's lines for `suggested_edits`, as set_field calls the model can make as written; an
-    edit whose harness was already tried (an earlier candidate made it) is named as tried instead."""
+    edit already tried (its harness is in `tried`, or an earlier candidate of the experiment had it,
+    alone or with other edits) is named as tried instead."""
+    earlier = [c.harness for c in ev.store.select(Candidate, "experiment_id = ?", [ev.experiment_id])
+               if c.harness_hash != parent.content_hash()]
     calls, done = [], []
     for path, value, why in suggested_edits(parent, ev):
         draft = Draft(parent)
@@ -107,7 +111,7 @@ def suggestions_text(parent: Harness, ev: Evidence, tried: set[str]) -> str:
         except EditError:  # e.g. a tool whose name does not fit a dotted path: not a call to suggest
             continue
         call = f"set_field(path={json.dumps(path)}, value={json.dumps(value)}) ({why})"
-        (done if draft.harness().content_hash() in tried else calls).append(call)
+        (done if draft.harness().content_hash() in tried or any(_has(h, path, value) for h in earlier) else calls).append(call)
     if not calls and not done:
         return "Edits the signals point at: none (no limit was hit and no tool was missing from a role)."
     head = "Edits the signals point at (make them if the failing trials agree; a signal can be a decoy that changes nothing):"
@@ -115,3 +119,13 @@ def suggestions_text(parent: Harness, ev: Evidence, tried: set[str]) -> str:
     if done:
         out.append("Already tried by an earlier candidate (do not repeat; look for another cause): " + "; ".join(done))
     return "\n".join(out)
+
+
+def _has(h: Harness, path: str, value: Any) -> bool:
+    """Whether `h` already has `path` set to `value` (the edit would change nothing)."""
+    draft = Draft(h)
+    try:
+        draft.set_field(path, value)
+    except EditError:
+        return False
+    return not draft.changed
