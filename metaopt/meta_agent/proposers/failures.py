@@ -12,7 +12,7 @@ from typing import Any
 
 from metaopt.meta_agent.proposers.base import Evidence
 from metaopt.meta_agent.proposers.edits import Draft, EditError
-from metaopt.meta_agent.proposers.heuristic import MAX_OUTPUT, MAX_TIMEOUT_S, MAX_TURNS, causes
+from metaopt.meta_agent.proposers.heuristic import causes, knob
 from metaopt.meta_agent.records import Candidate
 from metaopt.task_agent.harness import Harness
 from metaopt.task_agent.loop import DROPPED
@@ -79,17 +79,11 @@ def suggested_edits(parent: Harness, ev: Evidence) -> list[tuple[str, Any, str]]
                     f"{r['n']} call(s) to {r['tool']}, which role {name} does not offer")
             out += [edit] if edit[0] not in {e[0] for e in out} else []
     for cause, n, _, target, _ in causes(ev):
-        if cause == "turn_limit":
-            path, now, why = "routing.limits.max_turns", parent.routing.limits.max_turns, f"{n} episode(s) hit it"
-            new: float = min(MAX_TURNS, now * 2)
-        elif target in tools:
-            field, cap, factor = ("timeout_s", MAX_TIMEOUT_S, 3) if cause == "timeout" else ("output_limit", MAX_OUTPUT, 4)
-            path, now = f"tools.{target}.{field}", getattr(tools[target], field)
-            new, why = type(now)(round(min(cap, now * factor), 3)), f"{n} call(s) {'timed out' if cause == 'timeout' else 'cut'}"
-        else:
-            continue
-        if new != now:
-            out.append((path, new, why))
+        edit = knob(parent, cause, target)
+        if edit is not None:
+            why = f"{n} episode(s) hit it" if cause == "turn_limit" else \
+                f"{n} call(s) {'timed out' if cause == 'timeout' else 'cut'}"
+            out.append((edit[0], edit[2], why))
     budget = parent.routing.context.max_tokens
     dropped = queries.trials_with_message(ev.store, ev.trial_ids, DROPPED)["n"] if budget else 0
     if budget and dropped:
@@ -97,13 +91,14 @@ def suggested_edits(parent: Harness, ev: Evidence) -> list[tuple[str, Any, str]]
     return out
 
 
-def suggestions_text(parent: Harness, ev: Evidence, tried: set[str]) -> str:
-    """The briefing's lines for `suggested_edits`, as set_field calls the model can make as written; an
-    edit already tried (its harness is in `tried`, or an earlier candidate of the experiment had it,
-    alone or with other edits) is named as tried instead."""
+def suggested_calls(parent: Harness, ev: Evidence, tried: set[str]) -> tuple[list[str], list[str]]:
+    """`suggested_edits` as set_field calls a model can make as written, with why: (to make, already
+    tried). An edit is tried when its harness is in `tried` or an earlier candidate of the experiment
+    had it, alone or with other edits."""
     earlier = [c.harness for c in ev.store.select(Candidate, "experiment_id = ?", [ev.experiment_id])
                if c.harness_hash != parent.content_hash()]
-    calls, done = [], []
+    calls: list[str] = []
+    done: list[str] = []
     for path, value, why in suggested_edits(parent, ev):
         draft = Draft(parent)
         try:
@@ -112,6 +107,12 @@ def suggestions_text(parent: Harness, ev: Evidence, tried: set[str]) -> str:
             continue
         call = f"set_field(path={json.dumps(path)}, value={json.dumps(value)}) ({why})"
         (done if draft.harness().content_hash() in tried or any(_has(h, path, value) for h in earlier) else calls).append(call)
+    return calls, done
+
+
+def suggestions_text(parent: Harness, ev: Evidence, tried: set[str]) -> str:
+    """The briefing's lines for `suggested_calls`."""
+    calls, done = suggested_calls(parent, ev, tried)
     if not calls and not done:
         return "Edits the signals point at: none (no limit was hit and no tool was missing from a role)."
     head = "Edits the signals point at (make them if the failing trials agree; a signal can be a decoy that changes nothing):"

@@ -20,6 +20,7 @@ the manifest's cause in brackets, which is how it recognises its own earlier cha
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from metaopt.meta_agent.predictions import Manifest
 from metaopt.meta_agent.proposers import history
@@ -50,10 +51,11 @@ class HeuristicProposer:
             turned = _turn_knob(child, cause, target)
             if turned is None:
                 continue
+            turned, change = turned
             what = {"timeout": f"tool '{target}' timed out", "turn_limit": "episodes hit the turn limit",
                     "truncated": f"tool '{target}' output was truncated"}[cause]
             reasons.append(f"{what} in {count} span(s) of {len(evidence.trial_ids)} failing train trial(s): "
-                           f"{_describe(child, turned, cause, target)}")
+                           f"{change}")
             child, cites = turned, cites + spans[:10]
             keys.append(f"{what} [{key}]")
             fixes += [t for t in tasks if t not in fixes]
@@ -85,32 +87,34 @@ def causes(ev: Evidence) -> list[tuple[str, int, list[str], str, list[str]]]:
     return sorted(found, key=lambda c: (-c[1], priority[c[0]], c[3]))  # then the tool: not the query's row order
 
 
-def _turn_knob(h: Harness, cause: str, target: str) -> Harness | None:
-    data = h.model_dump(mode="json", exclude_unset=True)
+def knob(h: Harness, cause: str, target: str) -> tuple[str, Any, Any] | None:
+    """The edit that turns the knob behind `cause` (turn limit x2, a tool's timeout x3, its output
+    limit x4, each capped) as (dotted path, value now, new value); None when the knob is at its cap
+    or the tool is not defined."""
     if cause == "turn_limit":
         now = h.routing.limits.max_turns
-        new = min(MAX_TURNS, now * 2)
-        if new == now:
-            return None
-        data.setdefault("routing", {}).setdefault("limits", {})["max_turns"] = new
+        path, new = "routing.limits.max_turns", min(MAX_TURNS, now * 2)
     else:
+        tool = next((t for t in h.tools if t.name == target), None)
+        if tool is None:
+            return None
         field, cap, factor = ("timeout_s", MAX_TIMEOUT_S, 3) if cause == "timeout" else ("output_limit", MAX_OUTPUT, 4)
-        tools = data.get("tools", [])
-        [i] = [i for i, t in enumerate(h.tools) if t.name == target] or [None]
-        if i is None:
-            return None
-        now = getattr(h.tools[i], field)
-        new = min(cap, now * factor)
-        if new == now:
-            return None
-        tools[i][field] = type(now)(new)
-    return Harness.model_validate(data)
+        now = getattr(tool, field)
+        path, new = f"tools.{target}.{field}", type(now)(round(min(cap, now * factor), 3))
+    return None if new == now else (path, now, new)
 
 
-def _describe(parent: Harness, child: Harness, cause: str, target: str) -> str:
+def _turn_knob(h: Harness, cause: str, target: str) -> tuple[Harness, str] | None:
+    """`h` with the knob behind `cause` turned, and a line saying what changed."""
+    edit = knob(h, cause, target)
+    if edit is None:
+        return None
+    path, now, new = edit
+    data = h.model_dump(mode="json", exclude_unset=True)
     if cause == "turn_limit":
-        return f"raised routing.limits.max_turns {parent.routing.limits.max_turns} -> {child.routing.limits.max_turns}"
-    field = "timeout_s" if cause == "timeout" else "output_limit"
-    old = next(getattr(t, field) for t in parent.tools if t.name == target)
-    new = next(getattr(t, field) for t in child.tools if t.name == target)
-    return f"raised tools[{target}].{field} {old} -> {new}"
+        data.setdefault("routing", {}).setdefault("limits", {})["max_turns"] = new
+        return Harness.model_validate(data), f"raised {path} {now} -> {new}"
+    field = path.rsplit(".", 1)[1]  # the tool's name may hold dots: index the tool list, not the path
+    [i] = [i for i, t in enumerate(h.tools) if t.name == target]
+    data["tools"][i][field] = new
+    return Harness.model_validate(data), f"raised tools[{target}].{field} {now} -> {new}"

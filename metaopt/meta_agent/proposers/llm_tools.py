@@ -43,11 +43,11 @@ import yaml
 
 from metaopt.core.errors import HarnessError, ToolError
 from metaopt.meta_agent.predictions import Manifest, passes
+from metaopt.meta_agent.proposers import failures
 from metaopt.meta_agent.proposers import history as hist
 from metaopt.meta_agent.proposers import history_view as view
 from metaopt.meta_agent.proposers.base import Evidence, Revision
 from metaopt.meta_agent.proposers.edits import Draft, EditError, written_calls
-from metaopt.meta_agent.proposers.failures import context_drops, suggestions_text, tool_errors, verifier_says
 from metaopt.meta_agent.proposers.heuristic import causes
 from metaopt.meta_agent.proposers.llm_specs import FULL, MAX_PAGE, Profile, tools_for
 from metaopt.meta_agent.proposers.text import harness_summary, harness_yaml, render_trial
@@ -145,15 +145,15 @@ class Session:
                                        + (f" (tools.{target}.output_limit is {t.output_limit})" if t else "")}[cause]
                          + f", in tasks {', '.join(tasks[:8])}")
         offered = {t.name for t in self.parent.tools_for(self.parent.routing.start_role)}
-        lines += tool_errors(self.evidence, offered if len(self.parent.routing.roles) == 1 else set(tools))
-        lines += context_drops(self.evidence, self.parent.routing.context.max_tokens)
+        lines += failures.tool_errors(self.evidence, offered if len(self.parent.routing.roles) == 1 else set(tools))
+        lines += failures.context_drops(self.evidence, self.parent.routing.context.max_tokens)
         return ("Signals in their spans: " + "; ".join(lines) + ".") if lines else \
             ("Signals in their spans: no turn limit, tool timeout, truncated output or failed tool call: no "
              "limit of the harness stopped the agent, so look at what it was told and what its tools did (the "
              "verifier's failure lines say what the tests expected).")
 
     def suggestions(self) -> str:
-        return suggestions_text(self.parent, self.evidence, self.tried)
+        return failures.suggestions_text(self.parent, self.evidence, self.tried)
 
     def _check_trial(self, trial_id: Any) -> str:
         if not isinstance(trial_id, str) or trial_id not in self.allowed:
@@ -176,7 +176,7 @@ class Session:
             summary = (f"tests {len(tests) - len(failed)}/{len(tests)} passed"
                        + (f", failed: {', '.join(failed[:n])}{' ...' if len(failed) > n else ''}" if failed else "")
                        if tests else "no per-test results")
-            said = "" if tests else verifier_says(r.get("test_output"))
+            said = "" if tests else failures.verifier_says(r.get("test_output"))
             summary += f" (verifier: {_clip(said, clip)})" if said else ""
             score = "-" if r["score"] is None else f"{r['score']:.2f}"
             lines.append(f"- task {r['task_id']}: status {r['status']}, failure_mode {r['failure_mode'] or '-'}, "
@@ -337,8 +337,8 @@ class Session:
         return tasks(fixes), tasks(keeps)
 
     def _hint(self) -> str:
-        first = next((line[2:] for line in self.suggestions().splitlines() if line.startswith("- ")), None)
-        return f"; the signals point at {first}" if first else ""
+        calls, _ = failures.suggested_calls(self.parent, self.evidence, self.tried)
+        return f"; the signals point at {calls[0]}" if calls else ""
 
     def _manifest(self, cause: Any, fixes: Any, keeps: Any) -> Manifest:
         if not isinstance(cause, str) or not cause.strip():
