@@ -87,9 +87,11 @@ def test_a_scripted_llm_meta_agent_goes_through_the_same_tools_and_is_judged_by_
 
 
 def test_the_briefing_suggests_the_edits_its_signals_point_at_and_they_apply_as_written():
-    """Suggested edits are derived from the traces (never the manifest): a limit that was hit raised, a
-    defined tool added to the role that kept calling it. Made as written, they fix the cases whose
-    defect is such a knob and leave the prompt and tool defects to the meta-model."""
+    """Suggested edits are derived from the traces (never the manifest): a limit that was hit raised (an
+    output limit to the longest output it cut), a defined tool added to the role that kept calling it,
+    a shell tool under the name the model kept calling with one command string. Made as written, they
+    fix the cases whose defect is such a knob and leave the prompt and template defects, and the
+    decoys, to the meta-model."""
     fixed, none = [], []
     for case in CASES:
         scratch = Store(":memory:")
@@ -101,9 +103,10 @@ def test_the_briefing_suggests_the_edits_its_signals_point_at_and_they_apply_as_
             none.append(case.name)
         elif judge(case, draft.harness()).fixed:
             fixed.append(case.name)
-    assert {"worker-without-shell", "sheet-missing-write-file", "context-budget", "timeout-build"} <= set(fixed)
+    assert {"worker-without-shell", "sheet-missing-write-file", "context-budget", "timeout-build", "truncated-log",
+            "missing-shell"} <= set(fixed)
     assert {"csv-convention", "no-verification", "quoted-template"} <= set(none)
-    assert not {"timeout-reindex-decoy", "convention-truncation-decoy", "misleading-bash"} & set(fixed)
+    assert not {"timeout-reindex-decoy", "convention-truncation-decoy", "turns-and-convention"} & set(fixed)
 
 
 def _spec(name: str, description: str = "Run a command.", param: str = "command") -> ToolSpec:

@@ -174,6 +174,14 @@ def failed_calls_by_caller(store: Store, trial_ids: list[str]) -> list[dict[str,
         "   AND (s.error_type IS NOT NULL OR s.status_code = 'ERROR') GROUP BY ALL ORDER BY n DESC, tool", trial_ids)
 
 
+def call_arguments(store: Store, trial_ids: list[str], tool: str, limit: int = 20) -> list[str]:
+    """The arguments (JSON text) of up to `limit` calls to `tool` in `trial_ids` (non-empty)."""
+    return [r["text"] for r in store.rows(
+        "SELECT m.text FROM messages m JOIN spans s ON s.span_id = m.span_id AND s.trace_id = m.trace_id"
+        f" WHERE s.operation_name = 'execute_tool' AND s.tool_name = ? AND s.trial_id IN ({_marks(trial_ids)})"
+        " AND m.direction = 'tool_call' ORDER BY ALL LIMIT ?", [tool, *trial_ids, limit])]
+
+
 def trials_with_message(store: Store, trial_ids: list[str], text: str) -> dict[str, Any]:
     """How many of `trial_ids` (non-empty) hold a message part whose text is `text`, and their tasks."""
     marks = _marks(trial_ids)
@@ -225,16 +233,18 @@ def span_ids(store: Store, trial_ids: list[str], trace_ids: list[str]) -> set[st
 
 def knob_causes(store: Store, trial_ids: list[str]) -> list[dict[str, Any]]:
     """Knob-shaped causes in these trials' (non-empty) spans, unordered: {cause (timeout | truncated
-    per tool, turn_limit; None for other tool spans), target (tool name), n, spans, tasks}."""
+    per tool, turn_limit; None for other tool spans), target (tool name), n, spans, tasks, most (the
+    longest output before truncation, in characters; None for turn_limit)}."""
     marks = _marks(trial_ids)
     return store.rows(
         "SELECT CASE WHEN attributes->>'$.\"metaopt.tool.timed_out\"' = 'true' THEN 'timeout'"
         "            WHEN attributes->>'$.\"metaopt.tool.truncated\"' = 'true' THEN 'truncated' END AS cause,"
         "       tool_name AS target, count(*) AS n, list(span_id ORDER BY start_ns) AS spans,"
-        "       list(DISTINCT task_id) AS tasks"
+        "       list(DISTINCT task_id) AS tasks,"
+        "       max(TRY_CAST(attributes->>'$.\"metaopt.tool.output_chars\"' AS BIGINT)) AS most"
         f" FROM spans WHERE operation_name = 'execute_tool' AND trial_id IN ({marks}) GROUP BY 1, 2"
         " UNION ALL"
-        " SELECT 'turn_limit', '', count(*), list(span_id ORDER BY start_ns), list(DISTINCT task_id) FROM spans"
+        " SELECT 'turn_limit', '', count(*), list(span_id ORDER BY start_ns), list(DISTINCT task_id), NULL FROM spans"
         f" WHERE operation_name = 'invoke_agent' AND trial_id IN ({marks})"
         "   AND attributes->>'$.\"metaopt.outcome\"' = 'turn_limit' HAVING count(*) > 0",
         [*trial_ids, *trial_ids])

@@ -19,6 +19,7 @@ from metaopt.task_agent.loop import DROPPED
 from metaopt.traces import queries
 
 MAX_CONTEXT = 200_000  # tokens: a context budget is raised at most to this
+COMMAND_KEY = re.compile(r"(?i)^(cmd|cmdline|command|command_line|commands|shell_command)$")
 FAIL_LINE = re.compile(r"(?im)^.*\b(FAIL(ED)?|ERROR|AssertionError|assert|expected|missing)\b.*$")
 
 
@@ -60,35 +61,67 @@ def verifier_says(test_output: str | None, limit: int = 2) -> str:
 
 
 def suggested_edits(parent: Harness, ev: Evidence) -> list[tuple[str, Any, str]]:
-    """The field edits the signals point at, as (path, value, why): a tool the harness defines that
-    the model kept calling in a role that does not offer it, added to that role's tools (first: the
-    turns of such episodes went to the failing calls, so their turn limit is likely a symptom); then
-    each limit that was hit raised, most frequent first (turn limit x2, a tool's timeout x3, its output
-    limit x4, as the heuristic proposer would; a context budget that dropped tool outputs x4). None
-    when the signals name no knob (a prompt or tool defect)."""
+    """The field edits the signals point at, as (path, value, why), in the order to make them: a
+    shell tool under the name the model kept calling, when the harness does not define that name and
+    every call passed one command string (`_alias`); each tool the model kept calling in a role that
+    does not offer it, added to that role's tools (the turns of such episodes went to the failing
+    calls, so their turn limit is likely a symptom); then each limit that was hit raised, most
+    frequent first (heuristic.knob: turn limit x2, a tool's timeout x3, its output limit x4; a context
+    budget that dropped tool outputs x4). None when the signals name no knob (a prompt or tool defect)."""
     if not ev.trial_ids:
         return []
     out: list[tuple[str, Any, str]] = []
     tools = {t.name: t for t in parent.tools}
+    adds: dict[str, dict[str, int]] = {}  # role -> tool -> failed calls
     for r in queries.failed_calls_by_caller(ev.store, ev.trial_ids):
-        via = tools.get(r["via"]) if r["via"] else None
+        tool, via = r["tool"], tools.get(r["via"]) if r["via"] else None
         name = (via.role if via is not None else None) or parent.routing.start_role
+        if tool not in tools and tool not in {p.removeprefix("tools.") for p, _, _ in out}:
+            alias = _alias(parent, tool, queries.call_arguments(ev.store, ev.trial_ids, tool))
+            if alias is None:
+                continue
+            why = f"{r['n']} call(s) to {tool}, which the harness does not define, each with one command string"
+            out.append((f"tools.{tool}", alias, why + ": a shell tool under that name"))
         role = parent.routing.roles.get(name)
-        if r["tool"] in tools and role is not None and role.tools is not None and r["tool"] not in role.tools:
-            edit = (f"routing.roles.{name}.tools", [*role.tools, r["tool"]],
-                    f"{r['n']} call(s) to {r['tool']}, which role {name} does not offer")
-            out += [edit] if edit[0] not in {e[0] for e in out} else []
-    for cause, n, _, target, _ in causes(ev):
-        edit = knob(parent, cause, target)
+        if role is not None and role.tools is not None and tool not in role.tools:
+            adds.setdefault(name, {})[tool] = adds.get(name, {}).get(tool, 0) + r["n"]
+    for name, added in adds.items():
+        out.append((f"routing.roles.{name}.tools", [*(parent.routing.roles[name].tools or []), *added],
+                    f"{sum(added.values())} call(s) to {', '.join(added)}, which role {name} does not offer"))
+    for c in causes(ev):
+        edit = knob(parent, c)
         if edit is not None:
-            why = f"{n} episode(s) hit it" if cause == "turn_limit" else \
-                f"{n} call(s) {'timed out' if cause == 'timeout' else 'cut'}"
+            why = {"turn_limit": f"{c.n} episode(s) hit it", "timeout": f"{c.n} call(s) timed out",
+                   "truncated": f"{c.n} output(s) cut, the longest {c.most or '?'} characters"}[c.cause]
             out.append((edit[0], edit[2], why))
     budget = parent.routing.context.max_tokens
     dropped = queries.trials_with_message(ev.store, ev.trial_ids, DROPPED)["n"] if budget else 0
     if budget and dropped:
         out.append(("routing.context.max_tokens", min(MAX_CONTEXT, budget * 4), f"outputs dropped in {dropped} trial(s)"))
     return out
+
+
+def _alias(parent: Harness, name: str, arguments: list[str]) -> dict[str, Any] | None:
+    """A shell tool named `name` that takes the one argument every one of the model's calls to it
+    passed, when that argument is a command (its key names one) and the harness has a shell tool
+    whose limits it copies; else None."""
+    shells = [t for t in parent.tools if t.kind == "shell"]  # a command runner's limits before a wrapper's
+    shell = next((t for t in shells if re.fullmatch(r"\{\w+!raw\}", (t.template or "").strip())), None) or \
+        next(iter(shells), None)
+    keys = set()
+    for text in arguments:
+        try:
+            args = json.loads(text)
+        except (TypeError, ValueError):
+            return None
+        if not isinstance(args, dict) or len(args) != 1 or not isinstance(next(iter(args.values())), str):
+            return None
+        keys |= set(args)
+    if shell is None or len(keys) != 1 or not COMMAND_KEY.match(key := keys.pop()):
+        return None
+    return {"name": name, "kind": "shell", "description": f"Run a bash command in the task's container ({key}: the command line).",
+            "parameters": {"type": "object", "properties": {key: {"type": "string"}}, "required": [key]},
+            "template": "{" + key + "!raw}", "timeout_s": shell.timeout_s, "output_limit": shell.output_limit}
 
 
 def suggested_calls(parent: Harness, ev: Evidence, tried: set[str]) -> tuple[list[str], list[str]]:
@@ -99,14 +132,20 @@ def suggested_calls(parent: Harness, ev: Evidence, tried: set[str]) -> tuple[lis
                if c.harness_hash != parent.content_hash()]
     calls: list[str] = []
     done: list[str] = []
+    draft = Draft(parent)  # each edit applies after the ones before it (a role's new tool after its definition)
     for path, value, why in suggested_edits(parent, ev):
-        draft = Draft(parent)
+        alone = Draft(parent)
         try:
             draft.set_field(path, value)
         except EditError:  # e.g. a tool whose name does not fit a dotted path: not a call to suggest
             continue
+        try:
+            alone.set_field(path, value)
+        except EditError:
+            pass
         call = f"set_field(path={json.dumps(path)}, value={json.dumps(value)}) ({why})"
-        (done if draft.harness().content_hash() in tried or any(_has(h, path, value) for h in earlier) else calls).append(call)
+        made = alone.changed and alone.harness().content_hash() in tried
+        (done if made or any(_has(h, path, value) for h in earlier) else calls).append(call)
     return calls, done
 
 

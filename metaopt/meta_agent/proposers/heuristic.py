@@ -20,7 +20,7 @@ the manifest's cause in brackets, which is how it recognises its own earlier cha
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, NamedTuple
 
 from metaopt.meta_agent.predictions import Manifest
 from metaopt.meta_agent.proposers import history
@@ -43,12 +43,13 @@ class HeuristicProposer:
         child, reasons, cites, keys, fixes = parent, [], [], [], []
         failed = failed_causes(evidence)
         skipped = []
-        for cause, count, spans, target, tasks in causes(evidence):
+        for c in causes(evidence):
+            cause, count, spans, target, tasks = c.cause, c.n, c.spans, c.target, c.tasks
             key = f"{cause}:{target}" if target else cause
             if key in failed:
                 skipped.append(f"{key} (tried in {failed[key]}, not accepted)")
                 continue
-            turned = _turn_knob(child, cause, target)
+            turned = _turn_knob(child, c)
             if turned is None:
                 continue
             turned, change = turned
@@ -76,45 +77,54 @@ def failed_causes(ev: Evidence) -> dict[str, str]:
     return out
 
 
-def causes(ev: Evidence) -> list[tuple[str, int, list[str], str, list[str]]]:
-    """The knob-shaped causes in the failing trials' spans: (cause, count, span ids, tool name,
-    task ids), most frequent first. cause: timeout | truncated (per tool) | turn_limit."""
+class Cause(NamedTuple):
+    cause: str  # timeout | truncated (per tool) | turn_limit
+    n: int
+    spans: list[str]
+    target: str  # the tool ('' for turn_limit)
+    tasks: list[str]
+    most: int | None  # truncated: the longest output before it was cut, in characters
+
+
+def causes(ev: Evidence) -> list[Cause]:
+    """The knob-shaped causes in the failing trials' spans, most frequent first."""
     if not ev.trial_ids:
         return []
     rows = knob_causes(ev.store, ev.trial_ids)
-    found = [(r["cause"], r["n"], r["spans"], r["target"], r["tasks"]) for r in rows if r["cause"]]
+    found = [Cause(r["cause"], r["n"], r["spans"], r["target"], r["tasks"], r["most"]) for r in rows if r["cause"]]
     priority = {"timeout": 0, "turn_limit": 1, "truncated": 2}  # ties: the cause that kills a run first
-    return sorted(found, key=lambda c: (-c[1], priority[c[0]], c[3]))  # then the tool: not the query's row order
+    return sorted(found, key=lambda c: (-c.n, priority[c.cause], c.target))  # then the tool: not the query's row order
 
 
-def knob(h: Harness, cause: str, target: str) -> tuple[str, Any, Any] | None:
-    """The edit that turns the knob behind `cause` (turn limit x2, a tool's timeout x3, its output
-    limit x4, each capped) as (dotted path, value now, new value); None when the knob is at its cap
-    or the tool is not defined."""
-    if cause == "turn_limit":
+def knob(h: Harness, c: Cause) -> tuple[str, Any, Any] | None:
+    """The edit that turns the knob behind cause `c` (turn limit x2, a tool's timeout x3, its output
+    limit x4 or to the longest output it cut, rounded up to a thousand, each capped) as (dotted path,
+    value now, new value); None when the knob is at its cap or the tool is not defined."""
+    if c.cause == "turn_limit":
         now = h.routing.limits.max_turns
-        path, new = "routing.limits.max_turns", min(MAX_TURNS, now * 2)
+        return None if now >= MAX_TURNS else ("routing.limits.max_turns", now, min(MAX_TURNS, now * 2))
+    tool = next((t for t in h.tools if t.name == c.target), None)
+    if tool is None:
+        return None
+    if c.cause == "timeout":
+        field, new = "timeout_s", round(min(MAX_TIMEOUT_S, tool.timeout_s * 3), 3)
     else:
-        tool = next((t for t in h.tools if t.name == target), None)
-        if tool is None:
-            return None
-        field, cap, factor = ("timeout_s", MAX_TIMEOUT_S, 3) if cause == "timeout" else ("output_limit", MAX_OUTPUT, 4)
-        now = getattr(tool, field)
-        path, new = f"tools.{target}.{field}", type(now)(round(min(cap, now * factor), 3))
-    return None if new == now else (path, now, new)
+        field, new = "output_limit", min(MAX_OUTPUT, max(tool.output_limit * 4, -(-(c.most or 0) // 1000) * 1000))
+    now = getattr(tool, field)
+    return None if new == now else (f"tools.{c.target}.{field}", now, new)
 
 
-def _turn_knob(h: Harness, cause: str, target: str) -> tuple[Harness, str] | None:
-    """`h` with the knob behind `cause` turned, and a line saying what changed."""
-    edit = knob(h, cause, target)
+def _turn_knob(h: Harness, c: Cause) -> tuple[Harness, str] | None:
+    """`h` with the knob behind `c` turned, and a line saying what changed."""
+    edit = knob(h, c)
     if edit is None:
         return None
     path, now, new = edit
     data = h.model_dump(mode="json", exclude_unset=True)
-    if cause == "turn_limit":
+    if c.cause == "turn_limit":
         data.setdefault("routing", {}).setdefault("limits", {})["max_turns"] = new
         return Harness.model_validate(data), f"raised {path} {now} -> {new}"
     field = path.rsplit(".", 1)[1]  # the tool's name may hold dots: index the tool list, not the path
-    [i] = [i for i, t in enumerate(h.tools) if t.name == target]
+    [i] = [i for i, t in enumerate(h.tools) if t.name == c.target]
     data["tools"][i][field] = new
-    return Harness.model_validate(data), f"raised tools[{target}].{field} {now} -> {new}"
+    return Harness.model_validate(data), f"raised tools[{c.target}].{field} {now} -> {new}"

@@ -135,14 +135,15 @@ class Session:
         """What the failing trials' spans say about the harness's knobs, with the knobs' values."""
         tools = {t.name: t for t in self.parent.tools}
         lines = []
-        for cause, n, _, target, tasks in causes(self.evidence):
+        for cause, n, _, target, tasks, most in causes(self.evidence):
             t = tools.get(target)
             lines.append({"turn_limit": f"{n} episode(s) ended at the turn limit (routing.limits.max_turns is "
                                         f"{self.parent.routing.limits.max_turns})",
                           "timeout": f"{n} call(s) of {target} timed out"
                                      + (f" (tools.{target}.timeout_s is {t.timeout_s:g})" if t else ""),
-                          "truncated": f"{n} output(s) of {target} were truncated"
-                                       + (f" (tools.{target}.output_limit is {t.output_limit})" if t else "")}[cause]
+                          "truncated": f"{n} output(s) of {target} were truncated" + (
+                              f" (tools.{target}.output_limit is {t.output_limit}; the longest was {most or '?'} "
+                              "characters)" if t else "")}[cause]
                          + f", in tasks {', '.join(tasks[:8])}")
         offered = {t.name for t in self.parent.tools_for(self.parent.routing.start_role)}
         lines += failures.tool_errors(self.evidence, offered if len(self.parent.routing.roles) == 1 else set(tools))
