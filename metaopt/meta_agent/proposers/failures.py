@@ -66,7 +66,7 @@ def suggested_edits(parent: Harness, ev: Evidence) -> list[tuple[str, Any, str]]
     every call passed one command string (`_alias`); each tool the model kept calling in a role that
     does not offer it, added to that role's tools (the turns of such episodes went to the failing
     calls, so their turn limit is likely a symptom); then each limit that was hit raised, most
-    frequent first (heuristic.knob: turn limit x2, a tool's timeout x3, its output limit x4; a context
+    frequent first (heuristic.knob: turn limit x2, a tool's timeout x3, its output limit x4 or to the longest output it cut; a context
     budget that dropped tool outputs x4). None when the signals name no knob (a prompt or tool defect)."""
     if not ev.trial_ids:
         return []

@@ -3,7 +3,8 @@ controls, and turns the knob behind the most frequent one:
 
   tool call timed out        -> that tool's timeout_s x3 (at most 600 s)
   episode hit the turn limit -> routing.limits.max_turns x2 (at most 200)
-  tool output truncated      -> that tool's output_limit x4 (at most 50,000 characters)
+  tool output truncated      -> that tool's output_limit x4, or to the longest output it cut
+                                (rounded up to a thousand; at most 50,000 characters)
 
 One revision turns every knob the evidence points at (a fix that helps a third of the tasks
 each is too small for the gate to see on a small validation set; together they may not be).
