@@ -89,7 +89,8 @@ def test_a_scripted_llm_meta_agent_goes_through_the_same_tools_and_is_judged_by_
 def test_the_briefing_suggests_the_edits_its_signals_point_at_and_they_apply_as_written():
     """Suggested edits are derived from the traces (never the manifest): a limit that was hit raised (an
     output limit to the longest output it cut), a defined tool added to the role that kept calling it,
-    a shell tool under the name the model kept calling with one command string. Made as written, they
+    a shell tool under the name the model kept calling with one command string, a template that cannot
+    work mended (the whole command quoted; file content pasted raw). Made as written, they
     fix the cases whose defect is such a knob and leave the prompt and template defects, and the
     decoys, to the meta-model."""
     fixed, none = [], []
@@ -104,8 +105,8 @@ def test_the_briefing_suggests_the_edits_its_signals_point_at_and_they_apply_as_
         elif judge(case, draft.harness()).fixed:
             fixed.append(case.name)
     assert {"worker-without-shell", "sheet-missing-write-file", "context-budget", "timeout-build", "truncated-log",
-            "missing-shell"} <= set(fixed)
-    assert {"csv-convention", "no-verification", "quoted-template"} <= set(none)
+            "missing-shell", "quoted-template", "sheet-write-template"} <= set(fixed)
+    assert {"csv-convention", "no-verification"} <= set(none)
     assert not {"timeout-reindex-decoy", "convention-truncation-decoy", "turns-and-convention"} & set(fixed)
 
 

@@ -14,7 +14,7 @@ from metaopt.meta_agent.proposers.base import Evidence
 from metaopt.meta_agent.proposers.edits import Draft, EditError
 from metaopt.meta_agent.proposers.heuristic import causes, knob
 from metaopt.meta_agent.records import Candidate
-from metaopt.task_agent.harness import Harness
+from metaopt.task_agent.harness import Harness, ToolDef
 from metaopt.task_agent.loop import DROPPED
 from metaopt.traces import queries
 
@@ -82,6 +82,9 @@ def suggested_edits(parent: Harness, ev: Evidence) -> list[tuple[str, Any, str]]
                 continue
             why = f"{r['n']} call(s) to {tool}, which the harness does not define, each with one command string"
             out.append((f"tools.{tool}", alias, why + ": a shell tool under that name"))
+        elif tool in tools and tool not in {p.split(".")[1] for p, _, _ in out if p.endswith(".template")}:
+            fixed = _template_fix(tools[tool])
+            out += [(f"tools.{tool}.template", fixed[0], f"{r['n']} failed call(s): {fixed[1]}")] if fixed else []
         role = parent.routing.roles.get(name)
         if role is not None and role.tools is not None and tool not in role.tools:
             adds.setdefault(name, {})[tool] = adds.get(name, {}).get(tool, 0) + r["n"]
@@ -99,6 +102,23 @@ def suggested_edits(parent: Harness, ev: Evidence) -> list[tuple[str, Any, str]]
     if budget and dropped:
         out.append(("routing.context.max_tokens", min(MAX_CONTEXT, budget * 4), f"outputs dropped in {dropped} trial(s)"))
     return out
+
+
+def _template_fix(tool: ToolDef) -> tuple[str, str] | None:
+    """A shell template that cannot work, mended, with why: the whole command inserted shell-quoted
+    (`{command}`: the shell looks for a program named after all of it) becomes raw; an argument that
+    is not a command (file content, a path) inserted raw into a larger command line becomes quoted."""
+    template = tool.template or ""
+    if tool.kind != "shell" or not template.strip():
+        return None
+    whole = re.fullmatch(r"\s*\{(\w+)\}\s*", template)
+    if whole:
+        return "{" + whole.group(1) + "!raw}", "the template quotes the whole command, so the shell runs it as one word"
+    raw = [k for k in re.findall(r"\{(\w+)!raw\}", template) if not COMMAND_KEY.match(k)]
+    if not raw or re.fullmatch(r"\s*\{\w+!raw\}\s*", template):
+        return None
+    mended = re.sub(r"\{(" + "|".join(raw) + r")!raw\}", r"{\1}", template)
+    return mended, f"the template pastes {', '.join(raw)} unquoted into the command line"
 
 
 def _alias(parent: Harness, name: str, arguments: list[str]) -> dict[str, Any] | None:
@@ -153,7 +173,7 @@ def suggestions_text(parent: Harness, ev: Evidence, tried: set[str]) -> str:
     """The briefing's lines for `suggested_calls`."""
     calls, done = suggested_calls(parent, ev, tried)
     if not calls and not done:
-        return "Edits the signals point at: none (no limit was hit and no tool was missing from a role)."
+        return "Edits the signals point at: none (no limit was hit, no tool was missing and no tool template is broken)."
     head = "Edits the signals point at (make them if the failing trials agree; a signal can be a decoy that changes nothing):"
     out = [head, *(f"- {c}" for c in calls)] if calls else []
     if done:
