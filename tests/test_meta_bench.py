@@ -171,11 +171,11 @@ def test_a_suggested_edit_an_earlier_candidate_made_is_named_as_tried_not_offere
     scratch = Store(":memory:")
     ev = Evidence(store=scratch, trial_ids=import_traces(scratch, case.folder / "traces.jsonl"), experiment_id="x")
     fresh = Session(case.harness(), ev, set()).suggestions()
-    assert '- set_field(path="tools.bash.timeout_s", value=0.6' in fresh and "Already tried" not in fresh
+    assert '1. set_field(path="tools.bash.timeout_s", value=0.6' in fresh and "Already tried" not in fresh
     draft = Draft(case.harness())
     draft.set_field("tools.bash.timeout_s", 0.6)
     again = Session(case.harness(), ev, {draft.harness().content_hash()}).suggestions()
-    assert "- set_field" not in again and "Already tried" in again and "tools.bash.timeout_s" in again
+    assert "1. set_field" not in again and "Already tried" in again and "tools.bash.timeout_s" in again
     with pytest.raises(ToolError, match=r'make an edit first .*the signals point at set_field\(path="tools.bash'):
         Session(case.harness(), ev, set()).write_revision("r", "bash timed out", ["sum-by-region"], [])
     draft.set_field("routing.limits.max_turns", 80)  # an earlier candidate made it together with another edit
@@ -183,6 +183,21 @@ def test_a_suggested_edit_an_earlier_candidate_made_is_named_as_tried_not_offere
     scratch.insert(Candidate(candidate_id="x/c1", experiment_id="x", parent_id="x/c0", iteration=1, status="inconclusive",
                              harness=both, harness_hash=both.content_hash(), created_at=datetime.now(UTC)))
     assert "Already tried" in Session(case.harness(), ev, {both.content_hash()}).suggestions()
+
+
+def test_write_revision_makes_the_suggested_edits_it_names_by_number():
+    """The local 1.5B made the first of two suggested edits (missing-shell: the tool, not its role)
+    or a turn limit instead of the one suggested (quoted-template): one argument names them all."""
+    case = next(c for c in CASES if c.name == "missing-shell")
+    scratch = Store(":memory:")
+    ev = Evidence(store=scratch, trial_ids=import_traces(scratch, case.folder / "traces.jsonl"), experiment_id="x")
+    session = Session(case.harness(), ev, set())
+    assert "\n2. set_field(path=\"routing.roles.main.tools\"" in session.suggestions()
+    with pytest.raises(ToolError, match="numbers, 1 to 3"):
+        session.write_revision("r", "no bash tool", ["greet"], [], suggested=[4])
+    assert not session.draft.changed  # a bad number makes none of them
+    session.write_revision("r", "the harness lacks the bash tool the model calls", ["greet"], [], suggested=[2, 1])
+    assert session.revision is not None and judge(case, session.revision.harness).fixed
 
 
 def test_a_set_field_call_written_into_the_claim_is_made_and_dropped_from_the_task_lists():

@@ -10,6 +10,7 @@ import json
 import re
 from typing import Any
 
+from metaopt.core.errors import ToolError
 from metaopt.meta_agent.proposers.base import Evidence
 from metaopt.meta_agent.proposers.edits import Draft, EditError
 from metaopt.meta_agent.proposers.heuristic import causes, knob
@@ -20,6 +21,7 @@ from metaopt.traces import queries
 
 MAX_CONTEXT = 200_000  # tokens: a context budget is raised at most to this
 COMMAND_KEY = re.compile(r"(?i)^(cmd|cmdline|command|command_line|commands|shell_command)$")
+Edit = tuple[str, Any, str]  # (dotted path, value, why)
 FAIL_LINE = re.compile(r"(?im)^.*\b(FAIL(ED)?|ERROR|AssertionError|assert|expected|missing)\b.*$")
 
 
@@ -60,7 +62,7 @@ def verifier_says(test_output: str | None, limit: int = 2) -> str:
     return "; ".join(lines[:limit])
 
 
-def suggested_edits(parent: Harness, ev: Evidence) -> list[tuple[str, Any, str]]:
+def suggested_edits(parent: Harness, ev: Evidence) -> list[Edit]:
     """The field edits the signals point at, as (path, value, why), in the order to make them: a
     shell tool under the name the model kept calling, when the harness does not define that name and
     every call passed one command string (`_alias`); each tool the model kept calling in a role that
@@ -70,7 +72,7 @@ def suggested_edits(parent: Harness, ev: Evidence) -> list[tuple[str, Any, str]]
     budget that dropped tool outputs x4). None when the signals name no knob (a prompt or tool defect)."""
     if not ev.trial_ids:
         return []
-    out: list[tuple[str, Any, str]] = []
+    out: list[Edit] = []
     tools = {t.name: t for t in parent.tools}
     adds: dict[str, dict[str, int]] = {}  # role -> tool -> failed calls
     for r in queries.failed_calls_by_caller(ev.store, ev.trial_ids):
@@ -144,16 +146,17 @@ def _alias(parent: Harness, name: str, arguments: list[str]) -> dict[str, Any] |
             "template": "{" + key + "!raw}", "timeout_s": shell.timeout_s, "output_limit": shell.output_limit}
 
 
-def suggested_calls(parent: Harness, ev: Evidence, tried: set[str]) -> tuple[list[str], list[str]]:
-    """`suggested_edits` as set_field calls a model can make as written, with why: (to make, already
-    tried). An edit is tried when its harness is in `tried` or an earlier candidate of the experiment
-    had it, alone or with other edits."""
+def suggested_calls(parent: Harness, ev: Evidence, tried: set[str]) -> tuple[list[Edit], list[Edit]]:
+    """`suggested_edits` split into (to make, already tried), in order; each applies after the ones
+    before it. An edit is tried when its harness is in `tried` or an earlier candidate of the
+    experiment had it, alone or with other edits."""
     earlier = [c.harness for c in ev.store.select(Candidate, "experiment_id = ?", [ev.experiment_id])
                if c.harness_hash != parent.content_hash()]
-    calls: list[str] = []
-    done: list[str] = []
+    calls: list[Edit] = []
+    done: list[Edit] = []
     draft = Draft(parent)  # each edit applies after the ones before it (a role's new tool after its definition)
-    for path, value, why in suggested_edits(parent, ev):
+    for edit in suggested_edits(parent, ev):
+        path, value, _ = edit
         alone = Draft(parent)
         try:
             draft.set_field(path, value)
@@ -163,21 +166,39 @@ def suggested_calls(parent: Harness, ev: Evidence, tried: set[str]) -> tuple[lis
             alone.set_field(path, value)
         except EditError:
             pass
-        call = f"set_field(path={json.dumps(path)}, value={json.dumps(value)}) ({why})"
         made = alone.changed and alone.harness().content_hash() in tried
-        (done if made or any(_has(h, path, value) for h in earlier) else calls).append(call)
+        (done if made or any(_has(h, path, value) for h in earlier) else calls).append(edit)
     return calls, done
 
 
+def make_suggested(draft: Draft, parent: Harness, ev: Evidence, tried: set[str], numbers: Any) -> None:
+    """Make on `draft` the suggested edits (`suggested_calls`, to make) that `numbers` names, 1-based."""
+    calls, _ = suggested_calls(parent, ev, tried)
+    numbers = [numbers] if isinstance(numbers, int) else numbers or []
+    if not isinstance(numbers, list) or not all(isinstance(n, int) and 1 <= n <= len(calls) for n in numbers):
+        raise ToolError(f"suggested must be a list of the suggested edits' numbers, 1 to {len(calls)}"
+                        if calls else "suggested: the briefing suggests no edit; make your own")
+    for n in sorted(set(numbers)):
+        draft.set_field(*calls[n - 1][:2])
+
+
+def as_call(edit: Edit) -> str:
+    """An edit as the set_field call that makes it, with why."""
+    path, value, why = edit
+    return f"set_field(path={json.dumps(path)}, value={json.dumps(value)}) ({why})"
+
+
 def suggestions_text(parent: Harness, ev: Evidence, tried: set[str]) -> str:
-    """The briefing's lines for `suggested_calls`."""
+    """The briefing's lines for `suggested_calls`, numbered (write_revision's `suggested` takes the numbers)."""
     calls, done = suggested_calls(parent, ev, tried)
     if not calls and not done:
         return "Edits the signals point at: none (no limit was hit, no tool was missing and no tool template is broken)."
-    head = "Edits the signals point at (make them if the failing trials agree; a signal can be a decoy that changes nothing):"
-    out = [head, *(f"- {c}" for c in calls)] if calls else []
+    head = ("Edits the signals point at (make them if the failing trials agree: write_revision(suggested=[1, ...]) "
+            "makes them by number; a signal can be a decoy that changes nothing):")
+    out = [head, *(f"{i}. {as_call(c)}" for i, c in enumerate(calls, 1))] if calls else []
     if done:
-        out.append("Already tried by an earlier candidate (do not repeat; look for another cause): " + "; ".join(done))
+        out.append("Already tried by an earlier candidate (do not repeat; look for another cause): "
+                   + "; ".join(map(as_call, done)))
     return "\n".join(out)
 
 

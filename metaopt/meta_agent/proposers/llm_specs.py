@@ -115,6 +115,8 @@ SPECS = {s.name: s for s in [
            "note": {"type": "string", "description": "A notebook entry: what you tried and what to try next."},
            "changes": {"type": "object", "description": "Optional: field edits to make first, dotted path -> value "
                        "(the path a signal names)."},
+           "suggested": {"type": "array", "items": {"type": "integer"}, "description": "Optional: numbers of the "
+                         "briefing's suggested edits to make first (\"Edits the signals point at\")."},
            "harness_yaml": {"type": "string", "description": "Optional: the complete harness YAML, prompts inline."}},
           ["rationale", "cause", "fixes", "keeps"]),
 ]}
@@ -129,16 +131,16 @@ SHORT = {
                 "test never per task."), []),
     "read_candidate": ("One earlier candidate: its diff, gate numbers, per-task train results.", ["candidate_id"]),
     "add_note": ("Add a notebook entry, kept for your next proposals.", ["text"]),
-    "set_field": (("Set a harness field by dotted path: the one a signal names (tools.NAME.timeout_s, "
-                   "tools.NAME.output_limit, routing.limits.max_turns, ...)."),
+    "set_field": ("Set a harness field by dotted path (tools.NAME.FIELD, routing.roles.NAME.tools, ...).",
                   ["path", "value"]),
     "edit_prompt": (("Edit a prompt (system, task_template, verification, roles.NAME): replace old text, set a section, "
                     "or append text."), ["prompt", "text", "section", "old"]),
     "set_tool": ("Add a tool or change some of its fields.", ["name", "kind", "description", "template", "timeout_s",
                                                              "output_limit", "parameters"]),
     "write_revision": (("Submit your edits with your claim: cause, fixes (failing train tasks it should fix), keeps "
-                       "(passing ones it must not break), a notebook note; changes: more field edits, path -> value."),
-                       ["changes", "rationale", "cause", "fixes", "keeps", "note"]),
+                       "(passing ones it must not break), a notebook note; suggested: numbers of the suggested edits "
+                       "to make; changes: more field edits, path -> value."),
+                       ["suggested", "changes", "rationale", "cause", "fixes", "keeps", "note"]),
 }
 
 

@@ -18,17 +18,16 @@ with per-task TRAIN results; validation only as the gate's aggregate numbers, te
   history(), read_candidate(candidate_id), compare_train_task(task_id, a, b), add_note(text)
 
 Edit tools change a draft of the parent one validated step at a time (meta_agent.proposers.edits):
-set_field, edit_prompt, set_tool, remove_tool. Then
-
-  write_revision(rationale, cause, fixes, keeps, cites=[], note=None, harness_yaml=None)
-
-submits the full YAML (when given) or the draft, with its falsifiable manifest. A revision that
-does not parse or validate, equals the parent, was already tried, changes the model section
-(unless the experiment allows it), names a visible task id, or claims tasks that are not train
-tasks in the right state comes back as a tool error the model can fix; cites that are not ids of
-the evidence trials or their spans are dropped (and the model is told). In the compact profile
-(small models) claims on tasks in the wrong state are dropped with a note instead, and a task
-id is read out of a pasted briefing line; arguments a tool does not take are ignored, and said so.
+set_field, edit_prompt, set_tool, remove_tool. Then write_revision(rationale, cause, fixes, keeps,
+cites=[], note=None, harness_yaml=None, changes=None, suggested=None) submits the full YAML (when
+given) or the draft (after `changes`, field edits, and the briefing's `suggested` edits by number),
+with its falsifiable manifest. A revision that does not parse or validate, equals the parent, was
+already tried, changes the model section (unless the experiment allows it), names a visible task
+id, or claims tasks that are not train tasks in the right state comes back as a tool error the
+model can fix; cites that are not ids of the evidence trials or their spans are dropped (and the
+model is told). In the compact profile (small models) claims on tasks in the wrong state are
+dropped with a note instead, and a task id is read out of a pasted briefing line; arguments a
+tool does not take are ignored, and said so.
 """
 
 from __future__ import annotations
@@ -50,7 +49,7 @@ from metaopt.meta_agent.proposers.base import Evidence, Revision
 from metaopt.meta_agent.proposers.edits import Draft, EditError, written_calls
 from metaopt.meta_agent.proposers.heuristic import causes
 from metaopt.meta_agent.proposers.llm_specs import FULL, MAX_PAGE, Profile, tools_for
-from metaopt.meta_agent.proposers.text import harness_summary, harness_yaml, render_trial
+from metaopt.meta_agent.proposers.text import clip_text, harness_summary, harness_yaml, render_trial
 from metaopt.task_agent.harness import Harness
 from metaopt.task_agent.harness_io import harness_from_data
 from metaopt.task_agent.messages import ToolCallPart, ToolResultPart
@@ -178,11 +177,11 @@ class Session:
                        + (f", failed: {', '.join(failed[:n])}{' ...' if len(failed) > n else ''}" if failed else "")
                        if tests else "no per-test results")
             said = "" if tests else failures.verifier_says(r.get("test_output"))
-            summary += f" (verifier: {_clip(said, clip)})" if said else ""
+            summary += f" (verifier: {clip_text(said, clip)})" if said else ""
             score = "-" if r["score"] is None else f"{r['score']:.2f}"
             lines.append(f"- task {r['task_id']}: status {r['status']}, failure_mode {r['failure_mode'] or '-'}, "
                          f"score {score}, episode outcome {outcomes.get(tid, '-')}, {summary}"
-                         + (f"; error: {_clip(r['error'], clip)}" if r["error"] else "") + f" (trial {tid})")
+                         + (f"; error: {clip_text(r['error'], clip)}" if r["error"] else "") + f" (trial {tid})")
         return "\n".join(lines)
 
     def failure_clusters(self) -> str:
@@ -267,12 +266,14 @@ class Session:
     # -- the revision ------------------------------------------------------------------------------------
     def write_revision(self, rationale: str, cause: str, fixes: list[str], keeps: list[str],
                        cites: list[str] | None = None, note: str | None = None,
-                       harness_yaml: str | None = None, changes: dict[str, Any] | None = None) -> str:
+                       harness_yaml: str | None = None, changes: dict[str, Any] | None = None,
+                       suggested: list[int] | None = None) -> str:
         cites = [] if cites is None else cites
         if not isinstance(rationale, str) or not rationale.strip():
             raise ToolError("rationale must be a non-empty string")
         if not isinstance(cites, list) or not all(isinstance(c, str) for c in cites):
             raise ToolError("cites must be a list of trial ids / span ids")
+        failures.make_suggested(self.draft, self.parent, self.evidence, self.tried, suggested)
         if changes:  # set_field edits made in the same call (small models write everything at once)
             if not isinstance(changes, dict):
                 raise ToolError('changes must be an object of field path -> value, e.g. {"tools.NAME.timeout_s": 60}')
@@ -339,7 +340,7 @@ class Session:
 
     def _hint(self) -> str:
         calls, _ = failures.suggested_calls(self.parent, self.evidence, self.tried)
-        return f"; the signals point at {calls[0]}" if calls else ""
+        return f"; the signals point at {failures.as_call(calls[0])} (suggested=[1])" if calls else ""
 
     def _manifest(self, cause: Any, fixes: Any, keeps: Any) -> Manifest:
         if not isinstance(cause, str) or not cause.strip():
@@ -386,10 +387,6 @@ class Session:
             spans = queries.span_ids(self.store, self.allowed, self.trace_ids or [""])
             self._cites = set(self.allowed) | spans
         return self._cites
-
-def _clip(text: str, n: int) -> str:
-    return text if len(text) <= n else text[:n] + " ..."
-
 
 def _mentions(child: Harness, parent: Harness) -> set[str]:
     """Words of the child's text that the parent's text lacks (cheap pre-check; the Guard is the rule)."""

@@ -77,7 +77,7 @@ def _parts(parts: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def _clip(text: str, n: int) -> str:
+def clip_text(text: str, n: int) -> str:
     return text if len(text) <= n else text[:n] + " ..."
 
 
@@ -95,7 +95,7 @@ def harness_summary(h: Harness, clip: int) -> str:
     lines = [f"tools: {tools or 'none'}",
              (f"routing: start_role {r.start_role}, roles {', '.join(r.roles)}, limits.max_turns {r.limits.max_turns}, "
              f"limits.max_wall_s {r.limits.max_wall_s}, verification {'set' if r.verification else 'none'}"),
-             f"prompts.system ({len(h.prompts.system)} characters):\n" + _clip(h.prompts.system, clip)]
+             f"prompts.system ({len(h.prompts.system)} characters):\n" + clip_text(h.prompts.system, clip)]
     if h.prompts.roles:
         lines.append("prompts.roles: " + ", ".join(h.prompts.roles))
     return "\n".join(lines)
