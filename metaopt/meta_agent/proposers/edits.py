@@ -64,6 +64,18 @@ class Draft:
 
     # -- edits -------------------------------------------------------------------------------------
     def set_field(self, path: str, value: Any) -> str:
+        try:
+            return self._set_field(path, value)
+        except EditError:  # small models wrap the value as set_field's own argument: {"value": X}
+            if not (isinstance(value, dict) and set(value) == {"value"}):
+                raise
+            try:
+                return self._set_field(path, value["value"])
+            except EditError:
+                pass
+            raise
+
+    def _set_field(self, path: str, value: Any) -> str:
         keys = _split(path)
         if keys[0] == "model" and not self.allow_model_changes:
             raise EditError("the model section is frozen in this experiment (model changes are not allowed)")

@@ -53,6 +53,7 @@ from typing import Any, Literal
 from pydantic import BaseModel
 
 from metaopt.core.errors import ModelError
+from metaopt.meta_agent.proposers import failures
 from metaopt.meta_agent.proposers.base import Evidence, Revision
 from metaopt.meta_agent.proposers.llm_context import first_calls, fit, fit_window
 from metaopt.meta_agent.proposers.llm_specs import PROFILES, Profile, profile_for, tools_for
@@ -233,9 +234,8 @@ LOOPING = ("Every call you made this turn repeats an earlier one, so none ran ag
            "If it is what you want, call write_revision now (rationale, cause, fixes, keeps, note); otherwise "
            "make a different change.")
 LOOPING_EMPTY = ("Every call you made this turn repeats an earlier one, so none ran again. Your draft has no edits "
-                 "yet, so there is nothing to submit: change it now with an edit tool that addresses the signals: "
-                 "set_field on a limit they name, raised well above its value, or edit_prompt / set_tool when they "
-                 "name none. {signals}")
+                 "yet, so there is nothing to submit: change it now with an edit tool that addresses the signals. "
+                 "{todo}")
 LOOPING_REFUSED = ("Every call you made this turn repeats an earlier one, so none ran again. Your draft so far: "
                    "{draft}. write_revision refused it: {refusal}. Make a different change with an edit tool "
                    "(another value, another field or a prompt edit), then call write_revision.")
@@ -274,7 +274,10 @@ def _after_loop(session: Session, refusal: str | None) -> tuple[str, set[str]]:
     edits; edit an empty draft or one write_revision refused)."""
     draft = "; ".join(session.draft.log)
     if not session.draft.changed:
-        return LOOPING_EMPTY.format(signals=session.signals()), EDIT_TOOLS
+        calls, _ = failures.suggested_calls(session.parent, session.evidence, session.tried)
+        todo = (f"They point at {'; '.join(map(failures.as_call, calls))}." if calls else
+                f"They name no edit, so edit_prompt or set_tool. {session.signals()}")
+        return LOOPING_EMPTY.format(todo=todo), EDIT_TOOLS
     if refusal is not None:
         return LOOPING_REFUSED.format(draft=draft, refusal=refusal), EDIT_TOOLS
     return LOOPING.format(draft=draft), SUBMIT
