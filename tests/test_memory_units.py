@@ -66,13 +66,17 @@ def test_edits_apply_one_validated_step_at_a_time():
     assert Draft(MINIMAL, allow_model_changes=True).set_field("model.temperature", 0.0).startswith("ok")
 
 
-def test_a_value_wrapped_as_set_fields_argument_is_unwrapped_only_where_it_cannot_apply():
+def test_small_model_edits_a_wrapped_value_and_a_bare_properties_map_are_read_as_meant():
     """The local 1.5B wrote changes={"tools.bash.template": {"value": "{command!raw}"}}."""
     d = Draft(MINIMAL)
     assert d.set_field("tools.bash.template", {"value": "cd /app && {command!raw}"}).startswith("ok")
     assert d.harness().tools[0].template == "cd /app && {command!raw}"
     with pytest.raises(EditError, match="valid string"):  # the original error when neither applies
         d.set_field("tools.bash.template", {"value": 3})
+    d.set_field("tools.sh", {"kind": "shell", "description": "Run it.", "template": "{cmd!raw}",
+                             "parameters": {"cmd": {"type": "string"}}})  # a bare properties map
+    assert d.harness().tools[-1].parameters == {"type": "object", "properties": {"cmd": {"type": "string"}},
+                                                "required": ["cmd"]}
 
 
 def test_lowering_a_limit_is_applied_with_a_note_raising_it_is_not():

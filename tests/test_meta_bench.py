@@ -187,7 +187,8 @@ def test_a_suggested_edit_an_earlier_candidate_made_is_named_as_tried_not_offere
 
 def test_write_revision_makes_the_suggested_edits_it_names_by_number():
     """The local 1.5B made the first of two suggested edits (missing-shell: the tool, not its role)
-    or a turn limit instead of the one suggested (quoted-template): one argument names them all."""
+    or a turn limit instead of the one suggested (quoted-template): one argument names them all. A
+    tool that no role offers is refused, with the edit that offers it."""
     case = next(c for c in CASES if c.name == "missing-shell")
     scratch = Store(":memory:")
     ev = Evidence(store=scratch, trial_ids=import_traces(scratch, case.folder / "traces.jsonl"), experiment_id="x")
@@ -196,6 +197,8 @@ def test_write_revision_makes_the_suggested_edits_it_names_by_number():
     with pytest.raises(ToolError, match="numbers, 1 to 3"):
         session.write_revision("r", "no bash tool", ["greet"], [], suggested=[4])
     assert not session.draft.changed  # a bad number makes none of them
+    with pytest.raises(ToolError, match=r'no role offers the added tool\(s\) bash.*"routing.roles.main.tools"'):
+        session.write_revision("r", "no bash tool", ["greet"], [], suggested=[1])  # the tool, not its role
     session.write_revision("r", "the harness lacks the bash tool the model calls", ["greet"], [], suggested=[2, 1])
     assert session.revision is not None and judge(case, session.revision.harness).fixed
 

@@ -110,6 +110,7 @@ class Draft:
             return self._commit(data, f"{path} removed")
         if not isinstance(value, dict):
             raise EditError(f"{path} takes an object (the whole item) or null")
+        value = _schema(value)
         item = {"name": name, **value} if at is None else {**value, "name": value.get("name", items[at].get("name"))}
         if at is None:
             items.append(item)
@@ -150,7 +151,7 @@ class Draft:
             raise EditError(f"unknown tool field(s) {', '.join(unknown)}; tool fields: {', '.join(TOOL_FIELDS)}")
         data = copy.deepcopy(self.data)
         tools = data.setdefault("tools", [])
-        fields = {k: v for k, v in fields.items() if v is not None}
+        fields = _schema({k: v for k, v in fields.items() if v is not None})
         for t in tools:
             if t.get("name") == name:
                 t.update(fields)
@@ -166,6 +167,28 @@ class Draft:
             raise EditError(f"no tool {name!r} (tools: {', '.join(t['name'] for t in tools) or 'none'})")
         data["tools"] = kept
         return self._commit(data, f"tool {name} removed")
+
+
+def unoffered(child: Harness, parent: Harness) -> str:
+    """Why `child` does not work when it adds tools that no role offers (every call to them would be
+    refused, so they change nothing), naming the edit that offers them; '' when there are none."""
+    offered = {t.name for r in child.routing.roles for t in child.tools_for(r)} | {t.name for t in parent.tools}
+    lost = [t.name for t in child.tools if t.name not in offered]
+    if not lost:
+        return ""
+    role = child.routing.start_role
+    names = json.dumps([*(child.routing.roles[role].tools or []), *lost])
+    return (f"no role offers the added tool(s) {', '.join(lost)}, so the model cannot call them: add them to a role, "
+            f"e.g. set_field(path=\"routing.roles.{role}.tools\", value={names})")
+
+
+def _schema(tool: dict[str, Any]) -> dict[str, Any]:
+    """A tool whose `parameters` is a bare properties map ({"command": {"type": "string"}}, as small
+    models write it) with the JSON schema that map means."""
+    p = tool.get("parameters")
+    if isinstance(p, dict) and p and "type" not in p and all(isinstance(v, dict) and "type" in v for v in p.values()):
+        return {**tool, "parameters": {"type": "object", "properties": p, "required": list(p)}}
+    return tool
 
 
 def _split(path: Any) -> list[str]:

@@ -46,7 +46,7 @@ from metaopt.meta_agent.proposers import failures
 from metaopt.meta_agent.proposers import history as hist
 from metaopt.meta_agent.proposers import history_view as view
 from metaopt.meta_agent.proposers.base import Evidence, Revision
-from metaopt.meta_agent.proposers.edits import Draft, EditError, written_calls
+from metaopt.meta_agent.proposers.edits import Draft, EditError, unoffered, written_calls
 from metaopt.meta_agent.proposers.heuristic import causes
 from metaopt.meta_agent.proposers.llm_specs import FULL, MAX_PAGE, Profile, tools_for
 from metaopt.meta_agent.proposers.text import clip_text, harness_summary, harness_yaml, render_trial
@@ -290,6 +290,8 @@ class Session:
             raise ToolError("the revision is identical to the current harness: change something" + self._hint())
         if h in self.tried:
             raise ToolError("this exact harness was already proposed in this experiment: propose something different")
+        if dead := unoffered(child, self.parent):
+            raise ToolError(dead)
         ids = {r["task_id"] for r in self.trials.values() if len(r["task_id"]) >= 6}  # as the Guard does
         named = sorted(ids & _mentions(child, self.parent))
         if named:
