@@ -173,6 +173,8 @@ def suggested_calls(parent: Harness, ev: Evidence, tried: set[str]) -> tuple[lis
 
 def make_suggested(draft: Draft, parent: Harness, ev: Evidence, tried: set[str], numbers: Any) -> None:
     """Make on `draft` the suggested edits (`suggested_calls`, to make) that `numbers` names, 1-based."""
+    if numbers is None or numbers == []:  # most submissions name none: skip reading the signals again
+        return
     calls, _ = suggested_calls(parent, ev, tried)
     numbers = [numbers] if isinstance(numbers, int) else numbers or []
     if not isinstance(numbers, list) or not all(isinstance(n, int) and 1 <= n <= len(calls) for n in numbers):
