@@ -17,7 +17,7 @@ from metaopt.meta_agent.predictions import Manifest, check
 from metaopt.meta_agent.proposers import Evidence
 from metaopt.meta_agent.proposers import history as hist
 from metaopt.meta_agent.proposers.edits import Draft, EditError
-from metaopt.meta_agent.proposers.heuristic import HeuristicProposer
+from metaopt.meta_agent.proposers.heuristic import Cause, HeuristicProposer, knob
 from metaopt.traces.instrument import prompt_sha256
 from metaopt.traces.store import Store
 from metaopt.traces.tracing import Tracing
@@ -87,6 +87,10 @@ def test_lowering_a_limit_is_applied_with_a_note_raising_it_is_not():
     assert "lowers" not in d.set_field("routing.limits.max_turns", 24)
     assert "lowers" not in d.set_field("prompts.system", "Be brief.")
 
+    for path, high in (("tools.bash.timeout_s", 900.0), ("tools.bash.output_limit", 80_000)):  # above the caps
+        h = edit(MINIMAL, **{path.replace(".", "__"): high})
+        cause = Cause("timeout" if path.endswith("_s") else "truncated", 1, [], "bash", ["t"], None)
+        assert knob(h, cause) is None  # the heuristic turns a knob up, never down to its cap
 
 # -- a store with real spans -----------------------------------------------------------------------------
 @pytest.fixture

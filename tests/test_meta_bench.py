@@ -185,6 +185,34 @@ def test_a_suggested_edit_an_earlier_candidate_made_is_named_as_tried_not_offere
     assert "Already tried" in Session(case.harness(), ev, {both.content_hash()}).suggestions()
 
 
+def test_a_limit_an_earlier_candidate_raised_and_still_hit_is_offered_raised_again():
+    """CI, stop 38: the 1.5B's second proposal had only tried edits offered (turn limit 8 -> 16, which
+    20-step tasks still hit) and spent its ten turns resubmitting them. A candidate whose own failing
+    train trials still hit the raised limit gets it raised again from there; the tried values are
+    listed as values, not as calls to copy."""
+    case = next(c for c in CASES if c.name == "sheet-bash-timeout")
+    scratch = Store(":memory:")
+    trials = import_traces(scratch, case.folder / "traces.jsonl")
+    ev = Evidence(store=scratch, trial_ids=trials, experiment_id="x")
+    draft = Draft(case.harness())
+    draft.set_field("tools.bash.timeout_s", 0.6)
+    raised = draft.harness()
+    scratch.insert(Candidate(candidate_id="x/c1", experiment_id="x", parent_id="x/c0", iteration=1, status="rejected",
+                             harness=raised, harness_hash=raised.content_hash(), created_at=datetime.now(UTC)))
+    text = Session(case.harness(), ev, {raised.content_hash()}).suggestions()
+    assert "1. set_field" not in text and "tools.bash.timeout_s = 0.6" in text  # c1 has no failing train trials
+    scratch.con.execute("UPDATE trials SET experiment_id = 'x', candidate_id = 'x/c1', split = 'train', score = 0"
+                        " WHERE trial_id IN (SELECT unnest(?))", [trials])  # c1's own: the same timeouts at 0.6 s
+    session = Session(case.harness(), ev, {raised.content_hash()})
+    text = session.suggestions()
+    assert '1. set_field(path="tools.bash.timeout_s", value=1.8) (c1 set it to 0.6 and still:' in text, text
+    assert "Already tried by an earlier candidate (do not repeat; look for another cause): tools.bash.timeout_s = 0.6" in text
+    with pytest.raises(ToolError, match=r"already proposed: .*value=1\.8\) .*\(suggested=\[1\]\)"):
+        session.write_revision("r", "bash timed out", ["set_field(path='tools.bash.timeout_s', value=0.6)"], [])
+    assert "revision accepted" in session.write_revision("r", "bash timed out", [], [], suggested=["1"])
+    assert session.revision is not None and next(t for t in session.revision.harness.tools if t.name == "bash").timeout_s == 1.8
+
+
 def test_write_revision_makes_the_suggested_edits_it_names_by_number():
     """The local 1.5B made the first of two suggested edits (missing-shell: the tool, not its role)
     or a turn limit instead of the one suggested (quoted-template): one argument names them all. A

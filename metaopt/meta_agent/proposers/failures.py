@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import replace
 from typing import Any
 
 from metaopt.core.errors import ToolError
 from metaopt.meta_agent.proposers.base import Evidence
 from metaopt.meta_agent.proposers.edits import Draft, EditError
-from metaopt.meta_agent.proposers.heuristic import causes, knob
-from metaopt.meta_agent.records import Candidate
+from metaopt.meta_agent.proposers.heuristic import Cause, causes, knob
+from metaopt.meta_agent.records import Candidate, failing_train_trials
 from metaopt.task_agent.harness import Harness, ToolDef
 from metaopt.task_agent.loop import DROPPED
 from metaopt.traces import queries
@@ -96,9 +97,7 @@ def suggested_edits(parent: Harness, ev: Evidence) -> list[Edit]:
     for c in causes(ev):
         edit = knob(parent, c)
         if edit is not None:
-            why = {"turn_limit": f"{c.n} episode(s) hit it", "timeout": f"{c.n} call(s) timed out",
-                   "truncated": f"{c.n} output(s) cut, the longest {c.most or '?'} characters"}[c.cause]
-            out.append((edit[0], edit[2], why))
+            out.append((edit[0], edit[2], _why(c)))
     budget = parent.routing.context.max_tokens
     dropped = queries.trials_with_message(ev.store, ev.trial_ids, DROPPED)["n"] if budget else 0
     if budget and dropped:
@@ -149,26 +148,50 @@ def _alias(parent: Harness, name: str, arguments: list[str]) -> dict[str, Any] |
 def suggested_calls(parent: Harness, ev: Evidence, tried: set[str]) -> tuple[list[Edit], list[Edit]]:
     """`suggested_edits` split into (to make, already tried), in order; each applies after the ones
     before it. An edit is tried when its harness is in `tried` or an earlier candidate of the
-    experiment had it, alone or with other edits."""
-    earlier = [c.harness for c in ev.store.select(Candidate, "experiment_id = ?", [ev.experiment_id])
+    experiment had it, alone or with other edits. A limit an earlier candidate raised and whose own
+    failing train trials still hit it is offered raised again from there (`_raised_again`)."""
+    earlier = [c for c in ev.store.select(Candidate, "experiment_id = ?", [ev.experiment_id])
                if c.harness_hash != parent.content_hash()]
     calls: list[Edit] = []
     done: list[Edit] = []
     draft = Draft(parent)  # each edit applies after the ones before it (a role's new tool after its definition)
     for edit in suggested_edits(parent, ev):
-        path, value, _ = edit
-        alone = Draft(parent)
-        try:
-            draft.set_field(path, value)
-        except EditError:  # e.g. a tool whose name does not fit a dotted path: not a call to suggest
-            continue
-        try:
-            alone.set_field(path, value)
-        except EditError:
-            pass
-        made = alone.changed and alone.harness().content_hash() in tried
-        (done if made or any(_has(h, path, value) for h in earlier) else calls).append(edit)
+        while edit is not None:
+            path, value, _ = edit
+            alone = Draft(parent)
+            try:
+                draft.set_field(path, value)
+            except EditError:  # e.g. a tool whose name does not fit a dotted path: not a call to suggest
+                break
+            try:
+                alone.set_field(path, value)
+            except EditError:
+                pass
+            had = [c for c in earlier if _has(c.harness, path, value)]
+            if not (alone.changed and alone.harness().content_hash() in tried) and not had:
+                calls.append(edit)
+                break
+            done.append(edit)
+            edit = _raised_again(ev, had, path, value)
     return calls, done
+
+
+def _raised_again(ev: Evidence, had: list[Candidate], path: str, value: Any) -> Edit | None:
+    """The limit at `path` raised again from `value` (heuristic.knob), when a candidate that set it
+    to `value` still hit it in its own failing train trials; else None."""
+    for c in had:
+        seen = replace(ev, trial_ids=failing_train_trials(ev.store, ev.experiment_id, c.candidate_id))
+        for cause in causes(seen):
+            edit = knob(c.harness, cause)
+            if edit is not None and edit[0] == path and edit[1] == value:
+                short = c.candidate_id.rsplit("/", 1)[-1]
+                return path, edit[2], f"{short} set it to {json.dumps(value)} and still: {_why(cause)}"
+    return None
+
+
+def _why(c: Cause) -> str:
+    return {"turn_limit": f"{c.n} episode(s) hit it", "timeout": f"{c.n} call(s) timed out",
+            "truncated": f"{c.n} output(s) cut, the longest {c.most or '?'} characters"}[c.cause]
 
 
 def make_suggested(draft: Draft, parent: Harness, ev: Evidence, tried: set[str], numbers: Any) -> None:
@@ -176,7 +199,9 @@ def make_suggested(draft: Draft, parent: Harness, ev: Evidence, tried: set[str],
     if numbers is None or numbers == []:  # most submissions name none: skip reading the signals again
         return
     calls, _ = suggested_calls(parent, ev, tried)
-    numbers = [numbers] if isinstance(numbers, int) else numbers or []
+    numbers = [numbers] if isinstance(numbers, (int, str)) else numbers or []
+    if isinstance(numbers, list):  # "1" as 1: small models quote numbers
+        numbers = [int(n) if isinstance(n, str) and n.strip().isdigit() else n for n in numbers]
     if not isinstance(numbers, list) or not all(isinstance(n, int) and 1 <= n <= len(calls) for n in numbers):
         raise ToolError(f"suggested must be a list of the suggested edits' numbers, 1 to {len(calls)}"
                         if calls else "suggested: the briefing suggests no edit; make your own")
@@ -200,7 +225,7 @@ def suggestions_text(parent: Harness, ev: Evidence, tried: set[str]) -> str:
     out = [head, *(f"{i}. {as_call(c)}" for i, c in enumerate(calls, 1))] if calls else []
     if done:
         out.append("Already tried by an earlier candidate (do not repeat; look for another cause): "
-                   + "; ".join(map(as_call, done)))
+                   + "; ".join(f"{p} = {json.dumps(v)}" for p, v, _ in done))
     return "\n".join(out)
 
 

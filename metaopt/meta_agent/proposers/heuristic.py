@@ -100,7 +100,7 @@ def causes(ev: Evidence) -> list[Cause]:
 def knob(h: Harness, c: Cause) -> tuple[str, Any, Any] | None:
     """The edit that turns the knob behind cause `c` (turn limit x2, a tool's timeout x3, its output
     limit x4 or to the longest output it cut, rounded up to a thousand, each capped) as (dotted path,
-    value now, new value); None when the knob is at its cap or the tool is not defined."""
+    value now, new value); None when the knob is at (or above) its cap or the tool is not defined."""
     if c.cause == "turn_limit":
         now = h.routing.limits.max_turns
         return None if now >= MAX_TURNS else ("routing.limits.max_turns", now, min(MAX_TURNS, now * 2))
@@ -112,7 +112,7 @@ def knob(h: Harness, c: Cause) -> tuple[str, Any, Any] | None:
     else:
         field, new = "output_limit", min(MAX_OUTPUT, max(tool.output_limit * 4, -(-(c.most or 0) // 1000) * 1000))
     now = getattr(tool, field)
-    return None if new == now else (f"tools.{c.target}.{field}", now, new)
+    return None if new <= now else (f"tools.{c.target}.{field}", now, new)  # never lower a limit set above the cap
 
 
 def _turn_knob(h: Harness, c: Cause) -> tuple[Harness, str] | None:

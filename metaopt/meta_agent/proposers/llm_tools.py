@@ -289,7 +289,7 @@ class Session:
         if h == self.parent.content_hash():
             raise ToolError("the revision is identical to the current harness: change something" + self._hint())
         if h in self.tried:
-            raise ToolError("this exact harness was already proposed in this experiment: propose something different")
+            raise ToolError("this exact harness was already proposed: propose something different" + self._hint())
         if dead := unoffered(child, self.parent):
             raise ToolError(dead)
         ids = {r["task_id"] for r in self.trials.values() if len(r["task_id"]) >= 6}  # as the Guard does
