@@ -196,3 +196,31 @@ def test_heuristic_moves_on_to_the_next_cause_after_a_rejection(store):
     assert nxt.harness.routing.limits.max_turns == 8 and nxt.harness.tools[0].timeout_s == 30
     assert "skipped, tried before: turn_limit (tried in c1" in nxt.rationale
     assert yaml.safe_load(nxt.manifest.model_dump_json())["fixes"] == ["t1", "t2"]
+
+
+def test_heuristic_raises_a_limit_again_when_the_raise_fell_short(store):
+    """A rejected candidate that raised the turn limit 8 -> 16 and whose own train trials still
+    end at 16 turns: the next proposal from the same parent raises it again, from 16 to 32 (the
+    briefing offers the same edit, failures.suggested_calls)."""
+    tracing = Tracing.for_store(store)
+    for i in range(2):
+        episode(store, tracing, MINIMAL, f"f{i}", f"t{i}", f"{EXP}/c0", "train", [("bash", "", {})], "turn_limit", 0.0)
+    ledger = Ledger(store, EXP)
+    ledger.create("b", {}, {"train": ["t0", "t1"], "validation": [], "test": []})
+    ledger.add_candidate(f"{EXP}/c0", MINIMAL, iteration=0, status="baseline")
+    ev = Evidence(store, ["f0", "f1"], EXP, parent_id=f"{EXP}/c0")
+    first = HeuristicProposer().propose(MINIMAL, ev, set())
+    assert first.harness.routing.limits.max_turns == 16
+    ledger.add_candidate(f"{EXP}/c1", first.harness, iteration=1, status="pending", parent=MINIMAL,
+                         parent_id=f"{EXP}/c0", proposer="heuristic", rationale=first.rationale)
+    store.con.execute("UPDATE candidates SET predictions = ? WHERE candidate_id = ?",
+                      [first.manifest.model_dump_json(), f"{EXP}/c1"])
+    ledger.set_status(f"{EXP}/c1", "rejected", "validation: reject")
+    tried = {MINIMAL.content_hash(), first.harness.content_hash()}
+    assert HeuristicProposer().propose(MINIMAL, ev, tried) is None  # c1 has no train trials yet: nothing says it fell short
+    episode(store, tracing, first.harness, "g0", "t0", f"{EXP}/c1", "train", [("bash", "", {})], "turn_limit", 0.0)
+    episode(store, tracing, first.harness, "g1", "t1", f"{EXP}/c1", "train", [("bash", "", {})], "finished", 1.0)
+    tracing.shutdown()
+    again = HeuristicProposer().propose(MINIMAL, ev, tried)
+    assert again is not None and again.harness.routing.limits.max_turns == 32, again
+    assert "raised routing.limits.max_turns 8 -> 32 (c1 raised it less and its train trials still hit it)" in again.rationale and again.manifest.fixes == ["t0", "t1"]

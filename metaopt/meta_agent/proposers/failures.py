@@ -8,14 +8,13 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import replace
 from typing import Any
 
 from metaopt.core.errors import ToolError
 from metaopt.meta_agent.proposers.base import Evidence
 from metaopt.meta_agent.proposers.edits import Draft, EditError
-from metaopt.meta_agent.proposers.heuristic import Cause, causes, knob
-from metaopt.meta_agent.records import Candidate, failing_train_trials
+from metaopt.meta_agent.proposers.heuristic import Cause, causes, knob, raised_again
+from metaopt.meta_agent.records import Candidate
 from metaopt.task_agent.harness import Harness, ToolDef
 from metaopt.task_agent.loop import DROPPED
 from metaopt.traces import queries
@@ -177,15 +176,13 @@ def suggested_calls(parent: Harness, ev: Evidence, tried: set[str]) -> tuple[lis
 
 
 def _raised_again(ev: Evidence, had: list[Candidate], path: str, value: Any) -> Edit | None:
-    """The limit at `path` raised again from `value` (heuristic.knob), when a candidate that set it
-    to `value` still hit it in its own failing train trials; else None."""
+    """The limit at `path` raised again from `value` (heuristic.raised_again), when a candidate that
+    set it to `value` still hit it in its own failing train trials; else None."""
     for c in had:
-        seen = replace(ev, trial_ids=failing_train_trials(ev.store, ev.experiment_id, c.candidate_id))
-        for cause in causes(seen):
-            edit = knob(c.harness, cause)
-            if edit is not None and edit[0] == path and edit[1] == value:
-                short = c.candidate_id.rsplit("/", 1)[-1]
-                return path, edit[2], f"{short} set it to {json.dumps(value)} and still: {_why(cause)}"
+        again = raised_again(ev, c.candidate_id, path)
+        if again is not None:
+            short = c.candidate_id.rsplit("/", 1)[-1]
+            return path, again[0], f"{short} set it to {json.dumps(value)} and still: {_why(again[1])}"
     return None
 
 

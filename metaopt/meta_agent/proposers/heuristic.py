@@ -14,18 +14,22 @@ tasks whose failing trials showed the cause.
 It reads the experiment's history (meta_agent.proposers.history): a cause whose knob an earlier
 candidate already turned for that same cause, and which was then not accepted (rejected,
 inconclusive or invalid), is skipped, so it moves on to the next cause instead of proposing the
-same change again. Cause keys (`turn_limit`, `timeout:TOOL`, `truncated:TOOL`) are written into
-the manifest's cause in brackets, which is how it recognises its own earlier changes.
+same change again; unless that candidate's own failing train trials still hit the raised limit,
+when it is raised again from the candidate's value (`raised_again`: the raise fell short). Cause
+keys (`turn_limit`, `timeout:TOOL`, `truncated:TOOL`) are written into the manifest's cause in
+brackets, which is how it recognises its own earlier changes.
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from typing import Any, NamedTuple
 
 from metaopt.meta_agent.predictions import Manifest
 from metaopt.meta_agent.proposers import history
 from metaopt.meta_agent.proposers.base import Evidence, Revision
+from metaopt.meta_agent.records import Candidate, failing_train_trials
 from metaopt.task_agent.harness import Harness
 from metaopt.traces.queries import knob_causes
 
@@ -47,13 +51,19 @@ class HeuristicProposer:
         for c in causes(evidence):
             cause, count, spans, target, tasks = c.cause, c.n, c.spans, c.target, c.tasks
             key = f"{cause}:{target}" if target else cause
+            to = None
             if key in failed:
-                skipped.append(f"{key} (tried in {failed[key]}, not accepted)")
-                continue
-            turned = _turn_knob(child, c)
+                path = (knob(child, c) or ("",))[0]
+                again = raised_again(evidence, failed[key], path) if path else None
+                if again is None:
+                    skipped.append(f"{key} (tried in {_short(failed[key])}, not accepted)")
+                    continue
+                to = again[0]  # its own train trials still hit the raised limit: raise it again from there
+            turned = _turn_knob(child, c, to)
             if turned is None:
                 continue
             turned, change = turned
+            change += f" ({_short(failed[key])} raised it less and its train trials still hit it)" if to else ""
             what = {"timeout": f"tool '{target}' timed out", "turn_limit": "episodes hit the turn limit",
                     "truncated": f"tool '{target}' output was truncated"}[cause]
             reasons.append(f"{what} in {count} span(s) of {len(evidence.trial_ids)} failing train trial(s): "
@@ -69,13 +79,33 @@ class HeuristicProposer:
 
 
 def failed_causes(ev: Evidence) -> dict[str, str]:
-    """Cause key -> the candidate that already addressed it and was not accepted (or is being judged now)."""
+    """Cause key -> the (latest) candidate id that already addressed it and was not accepted (or is
+    being judged now)."""
     out: dict[str, str] = {}
     for r in history.load(ev.store, ev.experiment_id):
         if r.status in ("rejected", "inconclusive", "invalid", "pending") and r.predictions:  # pending: in flight
             for key in re.findall(r"\[([a-z_]+(?::[^\]]+)?)\]", r.predictions.cause):
-                out.setdefault(key, r.short)
+                out[key] = r.candidate_id
     return out
+
+
+def raised_again(ev: Evidence, candidate_id: str, path: str) -> tuple[Any, Cause] | None:
+    """(new value, the cause) for the limit at `path` raised again from the value candidate
+    `candidate_id` gave it (`knob`), when that candidate's own failing train trials still hit it;
+    else None. Train trials only: never the validation or test split."""
+    [cand] = ev.store.select(Candidate, "candidate_id = ?", [candidate_id]) or [None]
+    if cand is None:
+        return None
+    seen = replace(ev, trial_ids=failing_train_trials(ev.store, ev.experiment_id, candidate_id))
+    for c in causes(seen):
+        edit = knob(cand.harness, c)
+        if edit is not None and edit[0] == path:
+            return edit[2], c
+    return None
+
+
+def _short(candidate_id: str) -> str:
+    return candidate_id.rsplit("/", 1)[-1]
 
 
 class Cause(NamedTuple):
@@ -115,12 +145,15 @@ def knob(h: Harness, c: Cause) -> tuple[str, Any, Any] | None:
     return None if new <= now else (f"tools.{c.target}.{field}", now, new)  # never lower a limit set above the cap
 
 
-def _turn_knob(h: Harness, c: Cause) -> tuple[Harness, str] | None:
-    """`h` with the knob behind `c` turned, and a line saying what changed."""
+def _turn_knob(h: Harness, c: Cause, to: Any = None) -> tuple[Harness, str] | None:
+    """`h` with the knob behind `c` turned (to `to` when given: a raise an earlier candidate made
+    that fell short, raised again), and a line saying what changed."""
     edit = knob(h, c)
     if edit is None:
         return None
-    path, now, new = edit
+    path, now, new = edit if to is None else (*edit[:2], to)
+    if new <= now:  # never lower a limit
+        return None
     data = h.model_dump(mode="json", exclude_unset=True)
     if c.cause == "turn_limit":
         data.setdefault("routing", {}).setdefault("limits", {})["max_turns"] = new
