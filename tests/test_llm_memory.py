@@ -335,3 +335,19 @@ def test_a_full_context_window_ends_the_session_and_its_draft_is_submitted(tmp_p
         assert rev is not None and rev.harness.prompts.system.endswith("Batch commands.")
         assert p.last_run["outcome"] == "context window full, draft submitted" and p.last_run["turns"] == 2
         assert rev.manifest.cause.startswith("not stated")
+
+
+def test_a_session_at_its_turn_cap_submits_its_draft_with_its_own_claim_and_note(tmp_path):
+    """CI, this stop: the 1.5B's every write_revision was refused (an invalid value in `changes`)
+    until the cap; the draft is submitted with its last claim, and its note reaches the notebook."""
+    with Store(tmp_path / "s.duckdb") as store:
+        experiment(store).shutdown()
+        bad = {"rationale": "r", "cause": "turn limit", "fixes": ["t0"], "keeps": [], "note": "raised turns; try a prompt",
+               "changes": {"tools.bash.timeout_s": 0}}
+        steps = [{"tool": "set_field", "arguments": {"path": "routing.limits.max_turns", "value": 32}},
+                 *({"tool": "write_revision", "arguments": {**bad, "rationale": f"r{i}"}} for i in range(12))]
+        p = LLMProposer(script(tmp_path, steps), profile="compact")
+        rev = p.propose(MINIMAL, Evidence(store, ["f0"], EXP, parent_id=C0), set())
+        assert rev is not None and rev.harness.routing.limits.max_turns == 32 and rev.harness.tools[0].timeout_s == 10
+        assert rev.manifest is not None and rev.manifest.cause == "turn limit" and rev.manifest.fixes == ["t0"]
+        assert [n.text for n in hist.notes(store, EXP)][-1] == "raised turns; try a prompt"

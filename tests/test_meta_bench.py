@@ -209,7 +209,8 @@ def test_a_limit_an_earlier_candidate_raised_and_still_hit_is_offered_raised_aga
     assert "Already tried by an earlier candidate (do not repeat; look for another cause): tools.bash.timeout_s = 0.6" in text
     with pytest.raises(ToolError, match=r"already proposed: .*value=1\.8\) .*\(suggested=\[1\]\)"):
         session.write_revision("r", "bash timed out", ["set_field(path='tools.bash.timeout_s', value=0.6)"], [])
-    assert "revision accepted" in session.write_revision("r", "bash timed out", [], [], suggested=["1"])
+    done = session.write_revision("r", "bash timed out", [], [], suggested=["1", 3])  # the 1.5B numbered past the list
+    assert "revision accepted" in done and "ignored suggested [3] (there are 1)" in done
     assert session.revision is not None and next(t for t in session.revision.harness.tools if t.name == "bash").timeout_s == 1.8
 
 

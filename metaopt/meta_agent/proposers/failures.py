@@ -191,19 +191,24 @@ def _why(c: Cause) -> str:
             "truncated": f"{c.n} output(s) cut, the longest {c.most or '?'} characters"}[c.cause]
 
 
-def make_suggested(draft: Draft, parent: Harness, ev: Evidence, tried: set[str], numbers: Any) -> None:
-    """Make on `draft` the suggested edits (`suggested_calls`, to make) that `numbers` names, 1-based."""
+def make_suggested(draft: Draft, parent: Harness, ev: Evidence, tried: set[str], numbers: Any) -> str:
+    """Make on `draft` the suggested edits (`suggested_calls`, to make) that `numbers` names, 1-based;
+    numbers past the list are ignored (a note says so) when at least one names an edit."""
     if numbers is None or numbers == []:  # most submissions name none: skip reading the signals again
-        return
+        return ""
     calls, _ = suggested_calls(parent, ev, tried)
     numbers = [numbers] if isinstance(numbers, (int, str)) else numbers or []
     if isinstance(numbers, list):  # "1" as 1: small models quote numbers
         numbers = [int(n) if isinstance(n, str) and n.strip().isdigit() else n for n in numbers]
-    if not isinstance(numbers, list) or not all(isinstance(n, int) and 1 <= n <= len(calls) for n in numbers):
+    ok = isinstance(numbers, list) and all(isinstance(n, int) for n in numbers)
+    made = sorted({n for n in numbers if 1 <= n <= len(calls)}) if ok else []
+    if not made:
         raise ToolError(f"suggested must be a list of the suggested edits' numbers, 1 to {len(calls)}"
                         if calls else "suggested: the briefing suggests no edit; make your own")
-    for n in sorted(set(numbers)):
+    for n in made:
         draft.set_field(*calls[n - 1][:2])
+    past = sorted(set(numbers) - set(made))
+    return f"ignored suggested {past} (there are {len(calls)})" if past else ""
 
 
 def as_call(edit: Edit) -> str:

@@ -253,9 +253,9 @@ UNSTATED = "not stated: the meta-agent ended before write_revision; its draft wa
 
 def _submit_draft(session: Session, claim: dict[str, Any], wrap: Wrap, turn: int) -> bool:
     """Submit the draft of a session that ended without a revision (traced as a write_revision call):
-    with the model's own last claim, else (or if that claim is refused) a claim that states no cause."""
+    with the model's own last claim and note, else (or if that claim is refused) a claim that states no cause."""
     fallback = {"rationale": UNSTATED, "cause": UNSTATED, "fixes": list(session.failing_tasks), "keeps": []}
-    mine = {k: claim[k] for k in ("rationale", "cause", "fixes", "keeps", "cites") if k in claim}
+    mine = {k: claim[k] for k in ("rationale", "cause", "fixes", "keeps", "cites", "note") if k in claim}
     for args in ([{**fallback, **mine}] if mine else []) + [fallback]:
         call = ToolCallPart(id=f"draft-at-cap-{turn}", name="write_revision", arguments=args)
         wrap(call, partial(session.call, call))

@@ -273,7 +273,7 @@ class Session:
             raise ToolError("rationale must be a non-empty string")
         if not isinstance(cites, list) or not all(isinstance(c, str) for c in cites):
             raise ToolError("cites must be a list of trial ids / span ids")
-        failures.make_suggested(self.draft, self.parent, self.evidence, self.tried, suggested)
+        ignored = failures.make_suggested(self.draft, self.parent, self.evidence, self.tried, suggested)
         if changes:  # set_field edits made in the same call (small models write everything at once)
             if not isinstance(changes, dict):
                 raise ToolError('changes must be an object of field path -> value, e.g. {"tools.NAME.timeout_s": 60}')
@@ -281,7 +281,7 @@ class Session:
                 self.draft.set_field(path, value)
         fixes, keeps = self._written_edits(fixes, keeps, [cause, rationale], harness_yaml)
         child = self._parse(harness_yaml) if harness_yaml not in (None, "") else self._draft()
-        self.claim_notes: list[str] = []
+        self.claim_notes: list[str] = [ignored] if ignored else []
         manifest = self._manifest(cause, fixes, keeps)
         if child.model != self.parent.model and not self.allow_model_changes:
             raise ToolError("the model section changed; it is frozen: copy it unchanged from read_harness")
