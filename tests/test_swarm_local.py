@@ -16,7 +16,7 @@ from metaopt.traces.store import Store
 def test_three_in_flight_accept_nothing_on_noise_and_stop_at_exactly_max_trials(tmp_path, local_backend):
     tasks = step_tasks(tmp_path / "tasks", n_long=0, n_short=12)  # one step each: solved iff the coin says so
     cfg = RunConfig(benchmark="local-steps", model="fake/flaky:0.5", meta_model="placebo", trials=1, seed=0,
-                    split=(0.34, 0.33, 0.33), max_iterations=30, plateau=30, max_trials=70, parallel=3)
+                    split=(0.34, 0.33, 0.33), max_iterations=200, plateau=200, max_trials=70, parallel=3)
     lines: list[str] = []
     with Store(tmp_path / "s.duckdb") as store:
         exp = start_experiment(plan_experiment(cfg, "baseline", tasks), store=store, backend=local_backend,
