@@ -164,6 +164,15 @@ def test_history_records_flips_and_hides_held_out_tasks(store):
     assert [n.text for n in hist.notes(store, EXP)] == ["raised max_turns; broke t2", "next: prompt"]
 
 
+def rejected_child(store: Store, ledger: Ledger, rev) -> None:
+    """`rev` as c1, a child of c0 rejected at validation, its claim in the store as the optimizer records it."""
+    ledger.add_candidate(f"{EXP}/c1", rev.harness, iteration=1, status="pending", parent=MINIMAL,
+                         parent_id=f"{EXP}/c0", proposer="heuristic", rationale=rev.rationale)
+    store.con.execute("UPDATE candidates SET predictions = ? WHERE candidate_id = ?",
+                      [rev.manifest.model_dump_json(), f"{EXP}/c1"])
+    ledger.set_status(f"{EXP}/c1", "rejected", "validation: reject")
+
+
 def test_heuristic_moves_on_to_the_next_cause_after_a_rejection(store):
     tracing = Tracing.for_store(store)
     slow = ("bash", "timed out", {"exit_code": None, "timed_out": True, "duration_s": 10.0})
@@ -179,11 +188,7 @@ def test_heuristic_moves_on_to_the_next_cause_after_a_rejection(store):
     assert first.harness.routing.limits.max_turns == 16 and first.harness.tools[0].timeout_s == 30
     assert first.manifest.fixes == ["t0", "t1", "t2"] and "[turn_limit]" in first.manifest.cause
     # the first revision is rejected: its claim is in the store, as the optimizer records it
-    ledger.add_candidate(f"{EXP}/c1", first.harness, iteration=1, status="pending", parent=MINIMAL,
-                         parent_id=f"{EXP}/c0", proposer="heuristic", rationale=first.rationale)
-    store.con.execute("UPDATE candidates SET predictions = ? WHERE candidate_id = ?",
-                      [first.manifest.model_dump_json(), f"{EXP}/c1"])
-    ledger.set_status(f"{EXP}/c1", "rejected", "validation: reject")
+    rejected_child(store, ledger, first)
     # same parent, same evidence: before the history it proposed the same again (stopped by `tried`)
     tried = {MINIMAL.content_hash(), first.harness.content_hash()}
     p = HeuristicProposer()
@@ -211,11 +216,7 @@ def test_heuristic_raises_a_limit_again_when_the_raise_fell_short(store):
     ev = Evidence(store, ["f0", "f1"], EXP, parent_id=f"{EXP}/c0")
     first = HeuristicProposer().propose(MINIMAL, ev, set())
     assert first.harness.routing.limits.max_turns == 16
-    ledger.add_candidate(f"{EXP}/c1", first.harness, iteration=1, status="pending", parent=MINIMAL,
-                         parent_id=f"{EXP}/c0", proposer="heuristic", rationale=first.rationale)
-    store.con.execute("UPDATE candidates SET predictions = ? WHERE candidate_id = ?",
-                      [first.manifest.model_dump_json(), f"{EXP}/c1"])
-    ledger.set_status(f"{EXP}/c1", "rejected", "validation: reject")
+    rejected_child(store, ledger, first)
     tried = {MINIMAL.content_hash(), first.harness.content_hash()}
     assert HeuristicProposer().propose(MINIMAL, ev, tried) is None  # c1 has no train trials yet: nothing says it fell short
     episode(store, tracing, first.harness, "g0", "t0", f"{EXP}/c1", "train", [("bash", "", {})], "turn_limit", 0.0)
