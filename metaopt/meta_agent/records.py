@@ -377,4 +377,5 @@ _MIGRATIONS: tuple[tuple[str, str], ...] = (
 )
 
 SCHEMA = Schema(tables=("experiments", "candidates", "gate_decisions", "budget_ledger", "notebook"),
-                migrations=_MIGRATIONS)
+                migrations=_MIGRATIONS, readers=("metaopt.traces.diagnose", "metaopt.explorer.queries",
+                                                 "metaopt.explorer.paired", "metaopt.explorer.mechanisms"))

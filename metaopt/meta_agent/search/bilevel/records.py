@@ -284,4 +284,5 @@ _MIGRATIONS: tuple[tuple[str, str], ...] = (
 )
 
 SCHEMA = Schema(tables=("mechanisms", "mechanism_checks", "mechanism_calls", "mechanism_active_sets", "search_params",
-                        "mechanism_judgements", "level2_sessions"), migrations=_MIGRATIONS)
+                        "mechanism_judgements", "level2_sessions"), migrations=_MIGRATIONS,
+                readers=("metaopt.explorer.mechanisms",))
