@@ -1,18 +1,22 @@
 """One keep/reject decision, pure: judge(child, parent, evaluator) -> Judgement from fixed trials
-(a scripted evaluator: no sandbox, no store), and the Evaluator's tamper check on a real ledger."""
+(a scripted evaluator that implements only the narrow `judge.Evaluator` protocol: no sandbox, no
+store), and the tamper check over the concrete Evaluator's trials on a real ledger."""
 
 from __future__ import annotations
 
+import inspect
+from collections.abc import Sequence
 from datetime import datetime
 
 from metaopt.evaluation import TrialResult
+from metaopt.meta_agent import judge as judge_module
 from metaopt.meta_agent.config import RunConfig
 from metaopt.meta_agent.error_control import AlphaSpending
 from metaopt.meta_agent.evaluator import Evaluator
 from metaopt.meta_agent.gate import NoiseFloor, Scores
-from metaopt.meta_agent.judge import Judgement, Parent, judge
+from metaopt.meta_agent.judge import Judgement, Parent, Settings, TrialRow, check, judge
 from metaopt.meta_agent.ledger import Ledger
-from metaopt.meta_agent.liveness import Liveness
+from metaopt.meta_agent.outcomes import Liveness
 from metaopt.meta_agent.records import Candidate, CandidateScores
 from metaopt.task_agent.harness import Harness
 from metaopt.task_agent.harness_io import load_harness, resolve_harness
@@ -24,38 +28,32 @@ K = 2
 
 
 class Scripted:
-    """An Evaluator stand-in: every trial of `cid` on a task scores what `score[cid]` says; it
-    records what it was asked to run, and refuses a candidate once `tamper` names its split; with
-    `stopped` a stop came first: every run runs nothing (with `stop_at`, only runs of that split)."""
+    """An Evaluator (the protocol's five members, nothing more): every trial of `cid` on a task
+    scores what `score[cid]` says; it records what it was asked to run, and the trials of split
+    `tamper` are tampered with; with `stopped` a stop came first: every run runs nothing (with
+    `stop_at`, only runs of that split)."""
 
     def __init__(self, score: dict[str, float], tamper: str | None = None):
-        self.cfg = RunConfig(benchmark="b", model="fake/solution", trials=K)
-        self.splits = {"train": TRAIN, "validation": VAL, "test": []}
-        self.canaries: list[str] = []
+        self.settings = Settings(trials=K, seed=0, gate=RunConfig(benchmark="b", model="fake/solution").gate,
+                                 splits={"train": TRAIN, "validation": VAL, "test": []}, canaries=[])
         self.score, self.tamper, self.ran, self.stopped = score, tamper, [], False
         self.stop_at: str | None = None
+        self.rows: dict[tuple[str, str], dict[str, TrialResult]] = {}
 
     def run(self, cid: str, harness: Harness, split: str, task_ids: list[str], k: int
             ) -> tuple[Scores, list[TrialResult]]:
         self.ran.append((cid, split))
         if self.stopped or split == self.stop_at:
             return {t: [None] * k for t in task_ids}, []
+        bad = split == self.tamper
         rows = [TrialResult(trial_id=f"{cid}/{split}/{t}/{a}", run_id=f"{cid}:{split}", benchmark="b", task_id=t,
-                            attempt=a, agent="a", status="passed", score=self.score[cid]) for t in task_ids
-                for a in range(k)]
+                            attempt=a, agent="a", status="tampered" if bad else "passed", score=self.score[cid],
+                            error="wrote the reward" if bad else None) for t in task_ids for a in range(k)]
+        self.rows.setdefault((cid, split), {}).update((r.trial_id, r) for r in rows)
         return {t: [self.score[cid]] * k for t in task_ids}, rows
 
-    def scores(self, cid: str, harness: Harness, split: str, task_ids: list[str], k: int) -> Scores:
-        return self.run(cid, harness, split, task_ids, k)[0]
-
-    def recorded(self, cid: str, split: str) -> Scores:
-        return {t: [self.score[cid]] * K for t in VAL}
-
-    def have(self, cid: str, split: str, task_ids: list[str]) -> int:
-        return 0
-
-    def check(self, cid: str, splits: list[str]) -> str | None:
-        return "a trial was tampered with (task #abc123): wrote the reward" if self.tamper in splits else None
+    def trials(self, cid: str, split: str) -> Sequence[TrialRow]:
+        return list(self.rows.get((cid, split), {}).values())
 
     def liveness(self, parent: Harness, child: Harness, pid: str, cid: str, split: str) -> Liveness:
         return Liveness(split=split, trials=1, live=True, reason="its changes ran")
@@ -80,7 +78,14 @@ def _parent(score: float) -> Parent:
 
 def _judge(child_score: float, tamper: str | None = None) -> tuple[Judgement, Scripted]:
     ev = Scripted({"e/c0": 0.0, "e/c1": child_score}, tamper)
-    return judge(_cand("e/c1", 1, "e/c0"), _parent(0.0), ev), ev  # type: ignore[arg-type]
+    return judge(_cand("e/c1", 1, "e/c0"), _parent(0.0), ev), ev
+
+
+def test_the_evaluator_protocol_is_narrow_and_the_scripted_one_implements_only_it():
+    members = {n for n in vars(judge_module.Evaluator) if not n.startswith("_")}
+    assert members == {"settings", "run", "trials", "liveness", "price_per_trial"}
+    assert {n for n in vars(Scripted) if not n.startswith("_")} == members - {"settings"}  # an attribute there
+    assert "meta_agent.evaluator import" not in inspect.getsource(judge_module)  # no concrete Evaluator, not even for types
 
 
 def test_a_clear_gain_is_accepted_with_every_row_in_order():
@@ -103,7 +108,7 @@ def test_a_child_no_better_than_its_parent_is_rejected_at_the_screen_before_vali
 def test_a_tampered_validation_trial_makes_it_invalid_after_the_look_and_before_the_reserve_runs():
     j, ev = _judge(1.0, tamper="validation")
     assert (j.decision, j.stage) == ("invalid", "validation")
-    assert j.reason == "invalid: a trial was tampered with (task #abc123): wrote the reward"
+    assert j.reason.startswith("invalid: a trial was tampered with (task #") and j.reason.endswith("): wrote the reward")
     assert [s.stage for s in j.steps] == ["screen", "validation"]  # refused before its first look was taken
     assert j.scores is None and j.saved is None and ("e/c0", "reserve") not in ev.ran
 
@@ -111,7 +116,7 @@ def test_a_tampered_validation_trial_makes_it_invalid_after_the_look_and_before_
 def test_a_child_whose_smoke_trial_a_stop_prevented_is_inconclusive_and_runs_nothing_more():
     ev = Scripted({"e/c0": 0.0, "e/c1": 1.0})
     ev.stopped = True  # other candidates in flight took the last trials of max_trials
-    j = judge(_cand("e/c1", 1, "e/c0"), _parent(0.0), ev)  # type: ignore[arg-type]
+    j = judge(_cand("e/c1", 1, "e/c0"), _parent(0.0), ev)
     assert (j.decision, j.stage, j.steps[0].outcome) == ("inconclusive", "smoke", "stopped")
     assert j.reason.startswith("not judged: a stop") and ev.ran == [("e/c1", "smoke")]
 
@@ -119,7 +124,7 @@ def test_a_child_whose_smoke_trial_a_stop_prevented_is_inconclusive_and_runs_not
 def test_a_child_whose_screen_a_stop_cut_short_is_inconclusive_not_rejected():
     ev = Scripted({"e/c0": 0.0, "e/c1": 1.0})
     ev.stop_at = "train"  # the smoke trial ran, then the stop came: the trials never run are no evidence
-    j = judge(_cand("e/c1", 1, "e/c0"), _parent(0.0), ev)  # type: ignore[arg-type]
+    j = judge(_cand("e/c1", 1, "e/c0"), _parent(0.0), ev)
     assert (j.decision, j.stage, j.steps[-1].outcome) == ("inconclusive", "screen", "stopped")
     assert "screen trial(s) ran" in j.reason and ev.ran == [("e/c1", "smoke"), ("e/c1", "train")]
 
@@ -143,10 +148,10 @@ def test_the_evaluators_tamper_check_reads_each_candidates_own_trials(tmp_path):
         store.insert(_trial("e/c1", "validation", "t1", "passed", 1.0))
         store.insert(_trial("e/c2", "validation", "t1", "tampered", 0.0))
         store.insert(_trial("e/c3", "smoke", "t1-2", "passed", 1.0))
-        assert ev.check("e/c1", ["validation", "confirm"]) is None
-        assert "tampered" in (ev.check("e/c2", ["validation", "confirm"]) or "")  # two candidates judged at once
-        assert ev.check("e/c2", ["train"]) is None  # only the splits asked about
-        assert "canary" in (ev.check("e/c3", ["smoke"]) or "")
+        assert check(ev, "e/c1", ["validation", "confirm"]) is None
+        assert "tampered" in (check(ev, "e/c2", ["validation", "confirm"]) or "")  # two candidates judged at once
+        assert check(ev, "e/c2", ["train"]) is None  # only the splits asked about
+        assert "canary" in (check(ev, "e/c3", ["smoke"]) or "")
 
 
 def test_the_run_report_round_trips_through_its_json_and_keeps_the_keys_in_order():

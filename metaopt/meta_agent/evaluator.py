@@ -1,5 +1,6 @@
-"""The Evaluator: runs, scores and charges trials for any candidate, and says when a candidate's
-trials make it invalid (`check`, which the staged gate calls after each look's trials).
+"""The Evaluator: runs, scores and charges trials for any candidate, and reads back the trials
+recorded for it; it implements the decision's narrow `judge.Evaluator` protocol (which also says,
+from those trials, when a candidate is invalid: `judge.check`, after each look's trials).
 
 Every trial is keyed by (experiment, candidate, split, task, attempt) through a deterministic run
 id, so asking again runs only what is new; each trial is booked in the ledger's spend as it ends.
@@ -9,23 +10,24 @@ trials), so several candidates may be judged at once.
 
 from __future__ import annotations
 
-import hashlib
 import threading
 import time
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Callable
 from typing import Any
 
 from metaopt.benchmarks.task import Task
 from metaopt.evaluation import HarnessAgent, TrialResult, run_eval
 from metaopt.evaluation.runner import Executor
+from metaopt.meta_agent import judge
 from metaopt.meta_agent.config import RunConfig
 from metaopt.meta_agent.gate import Scores
 from metaopt.meta_agent.ledger import Ledger
-from metaopt.meta_agent.liveness import Liveness, measure
+from metaopt.meta_agent.liveness import measure
+from metaopt.meta_agent.outcomes import Liveness
 from metaopt.task_agent.harness import Harness
 
 
-class Evaluator:
+class Evaluator(judge.Evaluator):
     def __init__(self, cfg: RunConfig, tasks: dict[str, Task], splits: dict[str, list[str]], ledger: Ledger, *,
                  canaries: list[str], backend: Any, tracing: Any, executor: Executor | None = None,
                  on_trial: Callable[[TrialResult], None] = lambda r: None):
@@ -38,6 +40,11 @@ class Evaluator:
         self.abort = threading.Event()
         self._runs: dict[str, threading.Lock] = {}
         """Set when the run is interrupted: every candidate's run in progress ends as on Ctrl-C."""
+
+    @property
+    def settings(self) -> judge.Settings:
+        return judge.Settings(trials=self.cfg.trials, seed=self.cfg.seed, gate=self.cfg.gate, splits=self.splits,
+                              canaries=self.canaries)
 
     def run(self, cid: str, harness: Harness, split: str, task_ids: list[str], k: int
             ) -> tuple[Scores, list[TrialResult]]:
@@ -67,22 +74,9 @@ class Evaluator:
     def scores(self, cid: str, harness: Harness, split: str, task_ids: list[str], k: int) -> Scores:
         return self.run(cid, harness, split, task_ids, k)[0]
 
-    def recorded(self, cid: str, split: str) -> Scores:
-        """`cid`'s scores on `split` as the store has them (runs nothing)."""
-        out: Scores = {}
-        for r in sorted(self.ledger.trials(cid, split), key=lambda r: (r.task_id, r.attempt)):
-            out.setdefault(r.task_id, []).append(r.score)
-        return out
-
-    def have(self, cid: str, split: str, task_ids: list[str]) -> int:
-        """Trials per task `cid` already has on `split` (the fewest any of `task_ids` has)."""
-        rows = self.ledger.trials(cid, split)
-        return min((sum(r.task_id == t for r in rows) for t in task_ids), default=0)
-
-    def check(self, cid: str, splits: Iterable[str]) -> str | None:
-        """Why `cid`'s trials of `splits` make it invalid (a tampered trial, a canary passed), or
-        None. Reads the store: any candidate, at any time, as often as asked."""
-        return refused([r for s in splits for r in self.ledger.trials(cid, s)], set(self.canaries))
+    def trials(self, cid: str, split: str) -> list[TrialResult]:
+        """`cid`'s trials of `split` as the store has them. Any candidate, at any time, as often as asked."""
+        return self.ledger.trials(cid, split)
 
     def liveness(self, parent: Harness, child: Harness, pid: str, cid: str, split: str) -> Liveness:
         """Whether `child`'s changes ran in its trials of `split` (meta_agent.liveness)."""
@@ -130,19 +124,3 @@ class _InFlight:
         self.ev.ledger.spend("task", self.cid, r.trial_id, r.cost_usd, r.input_tokens or 0, r.output_tokens or 0)
         self.ev.on_trial(r)
 
-
-def refused(rows: list[TrialResult], canaries: Collection[str] = ()) -> str | None:
-    """Why a candidate's trials make it invalid: any tampered trial, any canary it passed.
-    `canaries`: the experiment's canary task ids, as recorded with it (never read from an id)."""
-    for r in rows:
-        if r.status == "tampered":
-            return f"a trial was tampered with ({_task_hint(r.task_id)}): {r.error}"
-    for r in rows:
-        if r.task_id in canaries and (r.score or 0) > 0:
-            return (f"passed a canary task ({_task_hint(r.task_id)}), a copy of a real task that only tampering "
-                    "with the verifier can pass")
-    return None
-
-
-def _task_hint(task_id: str) -> str:
-    return f"task #{hashlib.sha1(task_id.encode()).hexdigest()[:6]}"  # the proposer reads this: no task's name

@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING, Any
 from metaopt.evaluation.result import TrialResult
 from metaopt.meta_agent import records
 from metaopt.meta_agent.error_control import AlphaSpending, confirmation_key
-from metaopt.meta_agent.liveness import Liveness
+from metaopt.meta_agent.outcomes import Liveness, Stage, Status
 from metaopt.meta_agent.predictions import Manifest, PredictionCheck
-from metaopt.meta_agent.records import Candidate, ExperimentRecord, GateDecision, Spend, SpendKind, Stage, Status
+from metaopt.meta_agent.records import Candidate, ExperimentRecord, GateDecision, Spend, SpendKind
 from metaopt.meta_agent.sequential import Look, SequentialRule
 from metaopt.task_agent.harness import Harness
 from metaopt.traces.store import Store, now

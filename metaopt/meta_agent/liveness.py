@@ -33,49 +33,15 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
-
+from metaopt.meta_agent.outcomes import Change, Liveness
 from metaopt.task_agent.harness import Harness, ToolDef
 from metaopt.traces.instrument import prompt_sha256
 from metaopt.traces.queries import TrialSpans
 from metaopt.traces.store import Store
 
+__all__ = ["Change", "Liveness", "changes", "measure"]  # the records live in meta_agent.outcomes
+
 LIMIT_FIELDS = {"timeout_s", "output_limit"}
-
-
-class Change(BaseModel):
-    """One changed part of a revision and whether the spans show it ran."""
-
-    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
-
-    part: str
-    """Which part: `tools.bash`, `prompt of role main`, `routing.limits.max_turns`, ..."""
-    what: str
-    """The change: `added`, `removed`, `changed: timeout_s`, `8 -> 16`, ..."""
-    proof: str
-    """What would show it ran."""
-    live: bool | None = None
-    """True: it ran; False: it did not; None: spans cannot tell."""
-    evidence: str = ""
-    """What the spans showed (counts)."""
-    spans: list[str] = Field(default_factory=list)
-    """Up to three span ids that show it."""
-
-
-class Liveness(BaseModel):
-    """Whether a candidate's changes ran, measured on one split's trials."""
-
-    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
-
-    split: str
-    """The trials looked at: `train` (the screen) or `validation`."""
-    trials: int
-    """How many of the candidate's trials on that split."""
-    live: bool | None
-    """True: some change ran; False: none did (or nothing that runs changed); None: cannot tell."""
-    changes: list[Change] = Field(default_factory=list)
-    reason: str = ""
-    """One sentence for the candidate's status reason and the explorer."""
 
 
 def changes(parent: Harness, child: Harness) -> list[Change]:

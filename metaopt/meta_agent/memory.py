@@ -18,8 +18,7 @@ from metaopt.meta_agent.predictions import Manifest, PredictionCheck, check
 
 if TYPE_CHECKING:
     from metaopt.meta_agent.gate import Scores
-    from metaopt.meta_agent.liveness import Liveness
-    from metaopt.meta_agent.records import Status
+    from metaopt.meta_agent.outcomes import Liveness, Status
 
 
 def screen_tasks(failing: list[str], manifest: Manifest | None) -> list[str]:

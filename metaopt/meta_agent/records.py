@@ -12,18 +12,16 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from metaopt.meta_agent.gate import CandidateScores, Scores
-from metaopt.meta_agent.liveness import Liveness
+from metaopt.meta_agent.outcomes import Liveness, Stage, Status
 from metaopt.meta_agent.predictions import Manifest, PredictionCheck
 from metaopt.task_agent.harness import Harness
 from metaopt.traces.migrations import Schema
 from metaopt.traces.records import Record
 from metaopt.traces.store import Store
 
-__all__ = ["CandidateScores"]  # defined with the gate (meta_agent.gate); read from here too
+__all__ = ["CandidateScores", "Stage", "Status"]  # defined with the gate (meta_agent.gate) and with the outcomes
+# (meta_agent.outcomes); read from here too
 
-Status = Literal["baseline", "pending", "accepted", "rejected", "inconclusive", "invalid"]
-Stage = Literal["guard", "smoke", "screen", "validation", "select", "confirm", "verdict", "filter"]
-"""Where a gate decision was taken (gate_decisions.stage)."""
 SpendKind = Literal["task", "meta", "saved"]
 """What money or trials went on (spend.kind)."""
 

@@ -26,7 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from metaopt.meta_agent import records
 from metaopt.meta_agent.guard import public_reason
-from metaopt.meta_agent.liveness import Liveness
+from metaopt.meta_agent.outcomes import Liveness
 from metaopt.meta_agent.predictions import Manifest, PredictionCheck, passes
 from metaopt.meta_agent.records import NotebookEntry
 from metaopt.traces.store import Store, now
