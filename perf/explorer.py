@@ -102,8 +102,8 @@ def main() -> None:
     ap.add_argument("--db", type=Path, default=None, help="Reuse (or create) this store instead of a temporary one.")
     ap.add_argument("--repeat", type=int, default=7)
     args = ap.parse_args()
-    from metaopt.traces.explorer.server import make_server
-    from metaopt.traces.explorer.source import Source
+    from metaopt.explorer.server import make_server
+    from metaopt.explorer.source import Source
 
     db = args.db or Path(tempfile.mkdtemp(prefix="metaopt-perf-")) / "perf.duckdb"
     t0 = time.perf_counter()

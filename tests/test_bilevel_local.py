@@ -164,7 +164,7 @@ def test_the_explorer_and_the_terminal_show_source_ladder_calls_and_judgement(sc
     import subprocess
     import sys
 
-    from metaopt.traces.explorer.mechanisms import mechanisms
+    from metaopt.explorer.mechanisms import mechanisms
 
     with Store(scenario["db"], read_only=True) as store:
         view = mechanisms(store, scenario["exp"].id)

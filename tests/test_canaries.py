@@ -179,8 +179,8 @@ def test_the_source_oracle_scores_1_on_its_task_and_0_on_its_canary(docker_image
 
 
 def test_diagnose_and_the_explorer_know_the_canaries_by_the_experiments_record(tmp_path):
+    from metaopt.explorer.queries import matrix
     from metaopt.traces.diagnose import failing_trials
-    from metaopt.traces.explorer.queries import matrix
 
     with Store(tmp_path / "s.duckdb") as store:
         Ledger(store, "e").create("terminalbench", {"run": {}, "canaries": {"fix-git-2": "fix-git"}},

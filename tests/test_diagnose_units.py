@@ -3,10 +3,10 @@ reading a model's answer. The clusters themselves are tested on a real store (te
 
 from __future__ import annotations
 
+from metaopt.explorer.paired import align
+from metaopt.explorer.server import _host_ok, allowed_hosts
 from metaopt.traces.diagnose import cluster_id, label, normalise
 from metaopt.traces.diagnosis import _json_object
-from metaopt.traces.explorer.paired import align
-from metaopt.traces.explorer.server import _host_ok, allowed_hosts
 
 
 def test_normalise_masks_what_differs_between_two_occurrences_of_one_failure():

@@ -16,12 +16,11 @@ from urllib.parse import urlencode
 
 import pytest
 
+from metaopt.explorer.server import make_server
+from metaopt.explorer.source import Source
 from metaopt.meta_agent.ledger import Ledger
-from metaopt.meta_bench.results import CaseResult, save
+from metaopt.meta_bench.results import CaseResult, save, wilson
 from metaopt.task_agent.harness_io import load_harness, resolve_harness
-from metaopt.traces.explorer.bench import wilson
-from metaopt.traces.explorer.server import make_server
-from metaopt.traces.explorer.source import Source
 from metaopt.traces.store import Store
 
 E = "exp-swarm"

@@ -19,9 +19,9 @@ import pytest
 from _docker_fixtures import metaopt
 
 from metaopt.evaluation import TrialResult
-from metaopt.traces.explorer.queries import overview
-from metaopt.traces.explorer.server import make_server
-from metaopt.traces.explorer.source import Source
+from metaopt.explorer.queries import overview
+from metaopt.explorer.server import make_server
+from metaopt.explorer.source import Source
 from metaopt.traces.store import Store, now
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -218,7 +218,7 @@ def test_failures_are_grouped_by_cause_with_the_span_to_open(tmp_path):
                 s.con.execute("INSERT INTO spans (trace_id, span_id, parent_span_id, name, start_ns, trial_id,"
                               " operation_name, status_code, error_type) VALUES (?, ?, ?, 'execute_tool bash', ?, ?,"
                               " 'execute_tool', 'ERROR', 'tool_error')", [task, f"{task}-tool{i}", f"{task}-agent", i + 1, tid])
-        from metaopt.traces.explorer.queries import failure_causes
+        from metaopt.explorer.queries import failure_causes
 
         groups = {g["cause"]: g for g in failure_causes(s, run_id="run-c")}
     assert set(groups) == {"verifier failure", "turn limit", "timeout", "tool error", "model error", "sandbox error"}

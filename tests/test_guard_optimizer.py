@@ -68,7 +68,7 @@ def test_the_audit_reads_an_accepted_candidates_trials(tmp_path, backend):
         out = exp.run()
         tracing.shutdown()
         flags = audit(store, exp.id, tasks)
-        from metaopt.traces.report import render
+        from metaopt.explorer.report import render
         page = render(store, exp.id)
     assert out.accepted >= 1
     assert [f for f in flags if f.kind == "value before observation"] == []

@@ -22,9 +22,9 @@ import pytest
 from wire_servers import RoutedOpenAI, openai_completion, openai_tool_call
 
 from metaopt.evaluation.harbor_jobs import import_job
+from metaopt.explorer import queries as explorer
 from metaopt.export import export
 from metaopt.traces import queries
-from metaopt.traces.explorer import queries as explorer
 from metaopt.traces.store import Store
 from metaopt.traces.tracing import Tracing
 

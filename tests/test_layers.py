@@ -1,4 +1,7 @@
-"""The package stack under the one import root `metaopt`: core < sandbox < task_agent < traces < benchmarks < evaluation < meta_agent < meta_bench < export < cli.
+"""The package stack under the one import root `metaopt`: core < sandbox < task_agent < traces < benchmarks <
+evaluation < meta_agent < meta_bench < export < explorer < cli. explorer (the web UI and the HTML
+report) is a top floor beside cli: it reads every owner's tables, so it may import any package but
+cli, and cli launches it.
 No module imports a package above its own, at module level or inside a function (lazy imports
 count: they run too). Files copied into sandboxes or exports stand alone and import none of ours."""
 
@@ -10,7 +13,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).parents[1] / "metaopt"
-STACK = ["core", "sandbox", "task_agent", "traces", "benchmarks", "evaluation", "meta_agent", "meta_bench", "export", "cli"]
+STACK = ["core", "sandbox", "task_agent", "traces", "benchmarks", "evaluation", "meta_agent", "meta_bench", "export",
+         "explorer", "cli"]
 STANDALONE = ["benchmarks/samples", "benchmarks/gptpretrain/files", "export/files",
               "benchmarks/spreadsheet/compare.py", "benchmarks/spreadsheet/evaluate.py"]
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 from _local_tasks import step_tasks
 
+from metaopt.explorer import queries as explorer
 from metaopt.meta_agent.config import RunConfig
 from metaopt.meta_agent.experiment import find_experiment, plan_experiment, resume_experiment, start_experiment
 from metaopt.meta_agent.records import Candidate, GateDecision
-from metaopt.traces.explorer import queries as explorer
 from metaopt.traces.store import Store
 from metaopt.traces.tracing import Tracing
 

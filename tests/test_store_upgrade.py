@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from metaopt.explorer import queries as explorer
 from metaopt.meta_agent.records import Candidate, GateDecision
-from metaopt.traces.explorer import queries as explorer
 from metaopt.traces.migrations import MIGRATIONS
 from metaopt.traces.store import Store
 

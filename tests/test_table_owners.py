@@ -2,8 +2,8 @@
 metaopt.traces.migrations.SCHEMAS (the one declared list: add new owners there): it holds the
 table's DDL (its part of the named migrations), its record type (`class X(Record, table=...)`)
 and every write to it (INSERT / UPDATE / DELETE / CREATE / ALTER / an appender). SQL text naming
-a table (reads too) appears only in owner modules and the read-only modules an owner declares
-(`Schema.readers`). Docstrings are prose and are not scanned; neither are the files copied into
+a table (reads too) appears only in that table's owner module and the read-only modules its owner
+declares (`Schema.readers`): a reader of one owner's tables may not read another's undeclared. Docstrings are prose and are not scanned; neither are the files copied into
 sandboxes (they have tables of their own). Writing a record through the generic `Store.insert`
 is allowed anywhere: its SQL is built by the store from the owner's record type."""
 
@@ -28,16 +28,17 @@ def path_of(module: str) -> str:
     return module.replace(".", "/") + ".py"
 
 
-def owners() -> tuple[dict[str, str], set[str]]:
-    """(table -> owner file, files allowed SQL), from the registered schemas."""
+def owners() -> tuple[dict[str, str], dict[str, set[str]]]:
+    """(table -> owner file, table -> files allowed SQL over it: its owner and the readers its
+    owner declares), from the registered schemas."""
     table_owner: dict[str, str] = {}
-    allowed: set[str] = set()
+    allowed: dict[str, set[str]] = {}
     for name, schema in schemas().items():
         owner = path_of(SCHEMAS.target(name).partition(":")[0])
-        allowed |= {owner, *(path_of(r) for r in schema.readers)}
         for t in schema.tables:
             assert t not in table_owner, f"table {t} has two owners: {table_owner[t]} and {owner}"
             table_owner[t] = owner
+            allowed[t] = {owner, *(path_of(r) for r in schema.readers)}
     return table_owner, allowed
 
 
@@ -60,7 +61,8 @@ def check(files: dict[str, str]) -> tuple[list[str], dict[str, list[str]]]:
     """(violations as "file:line: why", table -> files defining its record type) for `files`
     (repository-relative path -> source)."""
     table_owner, allowed = owners()
-    named = re.compile(r"\b(" + "|".join(map(re.escape, table_owner)) + r")\b")
+    # a table is read where a FROM, JOIN or DESCRIBE names it (a column may share a table's name)
+    named = re.compile(r"\b(?:FROM|JOIN|DESCRIBE)\s+(" + "|".join(map(re.escape, table_owner)) + r")\b")
     bad: list[str] = []
     records: dict[str, list[str]] = {}
     for f, src in sorted(files.items()):
@@ -78,8 +80,9 @@ def check(files: dict[str, str]) -> tuple[list[str], dict[str, list[str]]]:
                 elif table_owner[target] != f:
                     bad.append(f"{f}:{line}: {verb} {target}: only its owner {table_owner[target]} writes it")
                 tables.discard(target)
-            if tables and f not in allowed:
-                bad.append(f"{f}:{line}: SQL over {', '.join(sorted(tables))} outside an owner module")
+            outside = sorted(t for t in tables if f not in allowed[t])
+            if outside:
+                bad.append(f"{f}:{line}: SQL over {', '.join(outside)} outside its owner and declared readers")
         for n in ast.walk(tree):
             if (isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "appender"
                     and n.args and isinstance(n.args[0], ast.Constant) and table_owner.get(n.args[0].value) != f):
@@ -132,13 +135,32 @@ def test_the_check_names_a_planted_violation():
     f = "metaopt/meta_agent/planted.py"
     assert bad == [
         f"{f}:5: record Row of table 'candidates' outside its owner metaopt/meta_agent/records.py",
-        f"{f}:11: SQL over trials outside an owner module",
+        f"{f}:11: SQL over trials outside its owner and declared readers",
         f"{f}:12: UPDATE candidates: only its owner metaopt/meta_agent/records.py writes it",
         f"{f}:13: CREATE TABLE clusters: no registered owner declares this table",
         f"{f}:14: appender('spans'): only the table's owner writes it",
     ]
     ok = 'def g(store):\n    return store.rows("SELECT count(*) AS n FROM trials")\n'
     assert check({"metaopt/traces/queries.py": ok})[0] == []
+    # readers are per table: a declared reader of trials may not read candidates undeclared
+    other = 'def g(store):\n    return store.rows("SELECT c.status FROM trials JOIN candidates c USING (candidate_id)")\n'
+    assert check({"metaopt/traces/queries.py": other})[0] == [
+        "metaopt/traces/queries.py:2: SQL over candidates outside its owner and declared readers"]
+    column = 'def g(store):\n    return store.rows("SELECT messages, spans FROM level2_sessions")\n'
+    assert check({"metaopt/explorer/mechanisms.py": column})[0] == []  # columns that share a table's name
+
+
+def test_every_declared_reader_reads_its_owners_tables():
+    """A reader an owner declares exists and holds SQL over that owner's tables: the lists say who
+    reads what, so a reader that moved or stopped reading is taken off them."""
+    files = package_files()
+    read = re.compile(r"\b(?:FROM|JOIN|DESCRIBE)\s+(\w+)")
+    for name, schema in schemas().items():
+        for reader in schema.readers:
+            f = path_of(reader)
+            assert f in files, f"{name}: declared reader {reader} is no module"
+            tables = {t for _, text in strings(ast.parse(files[f])) if SQL.search(text) for t in read.findall(text)}
+            assert tables & set(schema.tables), f"{name}: declared reader {reader} reads none of {schema.tables}"
 
 
 def test_each_record_has_exactly_its_tables_columns(tmp_path):

@@ -56,7 +56,7 @@ def report_cmd(experiment: str = typer.Argument(..., help="Experiment id."),
     """Write one self-contained HTML page (no server, no network) telling the experiment's story:
     baseline, candidates, gate decisions, failure clusters, the winning diff, the sealed test."""
     from metaopt.cli.ui import _view
-    from metaopt.traces.report import render
+    from metaopt.explorer.report import render
 
     page = _view(db, lambda s: render(s, experiment))
     html.parent.mkdir(parents=True, exist_ok=True)

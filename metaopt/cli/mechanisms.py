@@ -16,7 +16,7 @@ def mechanisms_cmd(experiment: str = typer.Argument(..., help="Experiment id."),
                    source: bool = typer.Option(False, "--source", help="Also print each mechanism's source."),
                    as_json: bool = JSON) -> None:
     """Search mechanisms of a bilevel experiment: source, validation steps, hook calls, judgement."""
-    from metaopt.traces.explorer.mechanisms import mechanisms
+    from metaopt.explorer.mechanisms import mechanisms
 
     data = _view(db, lambda s: mechanisms(s, experiment))
     if as_json:

@@ -1,6 +1,6 @@
 """`metaopt ui` (the trace explorer in the browser) and the explorer's views in the terminal:
 `metaopt traces experiments | experiment | matrix | causes | search | compare`. Both call the
-same functions in traces.explorer.queries; `--json` prints exactly what the endpoint serves."""
+same functions in explorer.queries; `--json` prints exactly what the endpoint serves."""
 
 from __future__ import annotations
 
@@ -27,8 +27,8 @@ def ui_cmd(db: Path = DB,
 
     Reads a snapshot (a copy) of the store, never the file itself, so a `metaopt run` can start
     or keep writing meanwhile; while the store changes, the snapshot is retaken every 2 s or so."""
-    from metaopt.traces.explorer.server import make_server
-    from metaopt.traces.explorer.source import Source
+    from metaopt.explorer.server import make_server
+    from metaopt.explorer.source import Source
     from metaopt.traces.store import StoreError
 
     source = Source(db)
@@ -56,7 +56,7 @@ def ui_cmd(db: Path = DB,
 
 def _view(db: Path, fn: Callable[[Any], Any]) -> Any:
     """Run one view against the store read-only; bad input is one line and exit 2."""
-    from metaopt.traces.explorer.source import Source
+    from metaopt.explorer.source import Source
     from metaopt.traces.store import StoreError
 
     source = Source(db)
@@ -85,7 +85,7 @@ def _score(v: float | None) -> str:
 
 def experiments_cmd(db: Path = DB, as_json: bool = JSON) -> None:
     """Experiments and evaluation runs in the store."""
-    from metaopt.traces.explorer.queries import overview
+    from metaopt.explorer.queries import overview
 
     data = _view(db, overview)
     if as_json:
@@ -103,7 +103,7 @@ def experiments_cmd(db: Path = DB, as_json: bool = JSON) -> None:
 def experiment_cmd(experiment: str = typer.Argument(..., help="Experiment id."), db: Path = DB,
                    diff: bool = typer.Option(False, "--diff", help="Also print each candidate's diff."), as_json: bool = JSON) -> None:
     """Candidates of an experiment: status, proposer, rationale, gate decisions, scores, diffs."""
-    from metaopt.traces.explorer.queries import experiment as view
+    from metaopt.explorer.queries import experiment as view
 
     data = _view(db, lambda s: view(s, experiment))
     if as_json:
@@ -123,7 +123,7 @@ def experiment_cmd(experiment: str = typer.Argument(..., help="Experiment id."),
 def matrix_cmd(experiment: str | None = typer.Argument(None, help="Experiment id (default: evaluation runs)."),
                db: Path = DB, as_json: bool = JSON) -> None:
     """Task x candidate mean scores; + marks a task the candidate fixed, - one it broke."""
-    from metaopt.traces.explorer.queries import matrix
+    from metaopt.explorer.queries import matrix
 
     data = _view(db, lambda s: matrix(s, experiment))
     if as_json:
@@ -141,7 +141,7 @@ def matrix_cmd(experiment: str | None = typer.Argument(None, help="Experiment id
 
 def spans_cmd(trial: str = typer.Argument(..., help="Trial id."), db: Path = DB, as_json: bool = JSON) -> None:
     """A trial's span waterfall: start offset, duration, tokens and status of every span."""
-    from metaopt.traces.explorer.queries import trial as view
+    from metaopt.explorer.queries import trial as view
 
     data = _view(db, lambda s: view(s, trial, cut=0))["spans"]
     if as_json:
@@ -159,7 +159,7 @@ def spans_cmd(trial: str = typer.Argument(..., help="Trial id."), db: Path = DB,
 def causes_cmd(experiment: str | None = typer.Option(None, "--experiment"), run: str | None = typer.Option(None, "--run"),
                db: Path = DB, as_json: bool = JSON) -> None:
     """Failed trials grouped by cause (verifier failure, timeout, turn limit, tool error, model / sandbox error)."""
-    from metaopt.traces.explorer.queries import failure_causes
+    from metaopt.explorer.queries import failure_causes
 
     data = _view(db, lambda s: failure_causes(s, experiment, run))
     if as_json:
@@ -174,7 +174,7 @@ def causes_cmd(experiment: str | None = typer.Option(None, "--experiment"), run:
 def search_cmd(text: str = typer.Argument(..., help="Text to find in message content (case-insensitive)."),
                limit: int = typer.Option(50, "--limit", min=1), db: Path = DB, as_json: bool = JSON) -> None:
     """Full-text search over message content (prompts, reasoning, tool calls and outputs)."""
-    from metaopt.traces.explorer.queries import search
+    from metaopt.explorer.queries import search
 
     def run(store):  # the terminal has no page to click "further": scan until `limit` hits or the end
         data = search(store, text, limit)
@@ -196,7 +196,7 @@ def search_cmd(text: str = typer.Argument(..., help="Text to find in message con
 def compare_cmd(task: str = typer.Argument(...), a: str = typer.Argument(..., help="Candidate or run id."),
                 b: str = typer.Argument(..., help="Candidate or run id."), db: Path = DB, as_json: bool = JSON) -> None:
     """The same task under two candidates: trials, outcome and tool calls side by side."""
-    from metaopt.traces.explorer.queries import compare
+    from metaopt.explorer.queries import compare
 
     data = _view(db, lambda s: compare(s, task, a, b))
     if as_json:
@@ -214,7 +214,7 @@ def compare_cmd(task: str = typer.Argument(...), a: str = typer.Argument(..., he
 def lineage_cmd(experiment: str = typer.Argument(..., help="Experiment id."), db: Path = DB, as_json: bool = JSON) -> None:
     """Candidates in flight (pending: the gate step each reached, whether its parent is still head)
     and the experiment's candidates as a tree, parent to children."""
-    from metaopt.traces.explorer.lineage import lineage
+    from metaopt.explorer.lineage import lineage
 
     data = _view(db, lambda s: lineage(s, experiment))
     if as_json:

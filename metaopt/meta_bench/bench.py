@@ -25,9 +25,8 @@ from metaopt.meta_bench import results
 from metaopt.meta_bench.case import Case
 from metaopt.meta_bench.check import judge
 from metaopt.meta_bench.oracle import OracleProposer
-from metaopt.meta_bench.results import CaseResult
+from metaopt.meta_bench.results import CaseResult, totals
 from metaopt.meta_bench.traces import import_traces
-from metaopt.traces.explorer.bench import totals
 from metaopt.traces.store import Store
 
 SCRIPTED = ("oracle", "heuristic", "placebo")

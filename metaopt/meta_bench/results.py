@@ -3,7 +3,9 @@ This module owns it: its record, and every query against it."""
 
 from __future__ import annotations
 
+import math
 from datetime import datetime
+from typing import Any
 
 from pydantic import Field
 
@@ -32,9 +34,9 @@ SCHEMA = Schema(tables=("meta_bench_results",), migrations=(("0010_meta_bench_re
         finished_at TIMESTAMP NOT NULL,
         PRIMARY KEY (bench_id, case_name)
     );
-    """),), readers=("metaopt.traces.explorer.bench",), reader_optional=("0010_meta_bench_results",))
+    """),), readers=("metaopt.explorer.bench",), reader_optional=("0010_meta_bench_results",))
 """This module owns meta_bench_results (registered in traces.migrations.SCHEMAS); the explorer's
-bench view reads it (a declared reader: the explorer sits below this package)."""
+bench view reads it (a declared reader)."""
 
 
 class CaseResult(Record, table="meta_bench_results"):
@@ -77,3 +79,28 @@ def benches(store: Store) -> list[dict]:
     return store.rows("SELECT bench_id, any_value(meta_model) AS meta_model, count(*) AS cases,"
                       " sum(fixed::INT) AS fixed, max(finished_at) AS finished_at FROM meta_bench_results"
                       " GROUP BY bench_id ORDER BY finished_at DESC")
+
+
+def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
+    """95% Wilson score interval of a proportion k/n ((0, 1) when n is 0)."""
+    if n == 0:
+        return 0.0, 1.0
+    p = k / n
+    mid = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return max(0.0, mid - half), min(1.0, mid + half)
+
+
+def totals(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """A bench run's totals over its case rows (dicts with the meta_bench_results columns): cases
+    fixed and causes named with 95% Wilson intervals, collateral damage (keep tasks broken), turns,
+    tokens, cost and wall time summed."""
+    n = len(rows)
+    fixed = sum(bool(r["fixed"]) for r in rows)
+    named = sum(bool(r["cause_named"]) for r in rows)
+    return {"cases": n, "fixed": fixed, "fixed_rate": fixed / n if n else 0.0, "fixed_ci95": list(wilson(fixed, n)),
+            "cause_named": named, "cause_named_ci95": list(wilson(named, n)),
+            "collateral": sum(len(r["broken"] or []) for r in rows), "turns": sum(r["turns"] or 0 for r in rows),
+            "input_tokens": sum(r["input_tokens"] or 0 for r in rows),
+            "output_tokens": sum(r["output_tokens"] or 0 for r in rows),
+            "cost_usd": sum(r["cost_usd"] or 0.0 for r in rows), "wall_s": sum(r["wall_s"] or 0.0 for r in rows)}

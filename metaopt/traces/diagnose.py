@@ -4,7 +4,7 @@ the explorer's clusters page, the HTML report and the meta-agent.
     clusters(store, experiment_id=..., run_id=..., trial_ids=...) -> [cluster, largest first]
     save(store, scope, clusters); load(store, scope) -> the stored clusters (with any diagnosis)
 
-A signature is (mode, error, tool, exit_status, where): the failure cause (the explorer's CAUSES),
+A signature is (mode, error, tool, exit_status, where): the failure cause (CAUSES, also the explorer's failures page),
 the last error normalised (numbers, paths, hex, ids and quoted text masked, so the same failure in
 two tasks reads the same), the tool of the last failing (else last) tool call and its exit status,
 and where in the episode it happened (the third of the turns holding the last error; `end` when
@@ -24,7 +24,6 @@ from functools import lru_cache
 from typing import Any
 
 from metaopt.core.errors import NotFound
-from metaopt.traces.explorer.queries import canary_ids, cause_of
 from metaopt.traces.migrations import Schema
 from metaopt.traces.records import Record
 from metaopt.traces.store import Store, now
@@ -39,6 +38,42 @@ _MASKS = [  # order matters: the specific shapes first, bare numbers last
     (re.compile(r"\b(?=[\w-]*\d)(?=[\w-]*[A-Za-z])\w+(?:[-_:]\w+)+\b"), "<id>"),
     (re.compile(r"[-+]?\d+(?:\.\d+)?(?:e[-+]?\d+)?", re.IGNORECASE), "<n>"),
 ]
+
+CAUSES = ("tampered", "verifier failure", "timeout", "turn limit", "context limit", "tool error", "model error",
+          "sandbox error")
+_SANDBOX = {"sandbox_error", "environment_error", "infra_error", "task_invalid"}
+
+
+def cause_of(r: dict[str, Any]) -> tuple[str, str | None]:
+    """(cause, span id to look at) of one failed trial; the first rule that matches wins."""
+    mode, outcome = r["failure_mode"] or "", r["outcome"] or ""
+    if r["status"] == "tampered":
+        return "tampered", None
+    if mode in _SANDBOX:
+        return "sandbox error", None
+    if mode == "agent_error" or outcome == "model_error":
+        return "model error", r["chat_error_span"] or r["agent_span"]
+    if r["status"] == "timeout" or outcome == "time_limit" or mode.endswith("timeout"):
+        return "timeout", r["agent_span"]
+    if outcome == "turn_limit":
+        return "turn limit", r["agent_span"]
+    if outcome == "context_limit":  # the harness's conversation outgrew the model's context window
+        return "context limit", r["agent_span"]
+    if r["tool_error_span"]:
+        return "tool error", r["tool_error_span"]
+    return "verifier failure", None
+
+
+def canary_ids(store: Store, experiment_id: str | None) -> set[str]:
+    """The experiment's canary task ids, as it recorded them (experiments.config["canaries"],
+    meta_agent.canaries): copies of real tasks, told apart by this record only, never by an id."""
+    if experiment_id is None:
+        return set()
+    rows = store.rows("SELECT config FROM experiments WHERE experiment_id = ?", [experiment_id])
+    if not rows:
+        return set()
+    config = rows[0]["config"]
+    return set(((json.loads(config) if isinstance(config, str) else config) or {}).get("canaries") or {})
 
 
 @lru_cache(maxsize=8192)  # the same few errors recur across thousands of trials

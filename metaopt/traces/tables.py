@@ -4,7 +4,7 @@ named migrations), their records and every write to them (tests/test_table_owner
 Trials are written by `Store.insert(TrialResult)`; runs by `Store.begin_run` / `end_run`, which
 come here; spans and messages by the span exporter (traces.exporter), which builds positional
 rows in `SpanRecord` / `MessageRecord` column order and appends them here in one transaction.
-Reads are in traces.queries and the explorer (traces.explorer.queries, .mechanisms).
+Reads are in traces.queries and the readers SCHEMA names (the explorer's among them).
 """
 
 from __future__ import annotations
@@ -370,5 +370,5 @@ _MIGRATIONS: tuple[tuple[str, str], ...] = (
 )
 
 SCHEMA = Schema(tables=("runs", "trials", "spans", "messages"), migrations=_MIGRATIONS,
-                readers=("metaopt.traces.queries", "metaopt.traces.explorer.queries", "metaopt.traces.explorer.mechanisms",
-                         "metaopt.traces.explorer.paired", "metaopt.traces.diagnose"))
+                readers=("metaopt.traces.queries", "metaopt.traces.diagnose", "metaopt.meta_agent.records",
+                         "metaopt.explorer.queries", "metaopt.explorer.paired"))

@@ -11,6 +11,7 @@ import time
 from typing import Any
 
 from metaopt.core.errors import NotFound
+from metaopt.traces.diagnose import canary_ids, cause_of
 from metaopt.traces.queries import show_trace, show_trial
 from metaopt.traces.store import Store
 
@@ -81,15 +82,6 @@ def experiment(store: Store, experiment_id: str) -> dict[str, Any]:
         x["candidate_id"] = proposed.get(x["trace_id"])
     return {"experiment": exp, "candidates": cands, "progress": progress, "notebook": notebook,
             "proposals": sessions}
-
-
-def canary_ids(store: Store, experiment_id: str | None) -> set[str]:
-    """The experiment's canary task ids, as it recorded them (experiments.config["canaries"],
-    meta_agent.canaries): copies of real tasks, told apart by this record only, never by an id."""
-    if experiment_id is None:
-        return set()
-    rows = store.rows("SELECT config FROM experiments WHERE experiment_id = ?", [experiment_id])
-    return set(((_j(rows[0]["config"]) or {}).get("canaries") or {}) if rows else ())
 
 
 def matrix(store: Store, experiment_id: str | None = None) -> dict[str, Any]:
@@ -208,31 +200,6 @@ def waterfall(store: Store, trial_id: str, trace_id: str | None, limit: int = 20
         start = r.pop("start_ns")
         r["offset_ms"] = None if start is None else (start - t0) / 1e6
     return rows
-
-
-CAUSES = ("tampered", "verifier failure", "timeout", "turn limit", "context limit", "tool error", "model error",
-          "sandbox error")
-_SANDBOX = {"sandbox_error", "environment_error", "infra_error", "task_invalid"}
-
-
-def cause_of(r: dict[str, Any]) -> tuple[str, str | None]:
-    """(cause, span id to look at) of one failed trial; the first rule that matches wins."""
-    mode, outcome = r["failure_mode"] or "", r["outcome"] or ""
-    if r["status"] == "tampered":
-        return "tampered", None
-    if mode in _SANDBOX:
-        return "sandbox error", None
-    if mode == "agent_error" or outcome == "model_error":
-        return "model error", r["chat_error_span"] or r["agent_span"]
-    if r["status"] == "timeout" or outcome == "time_limit" or mode.endswith("timeout"):
-        return "timeout", r["agent_span"]
-    if outcome == "turn_limit":
-        return "turn limit", r["agent_span"]
-    if outcome == "context_limit":  # the harness's conversation outgrew the model's context window
-        return "context limit", r["agent_span"]
-    if r["tool_error_span"]:
-        return "tool error", r["tool_error_span"]
-    return "verifier failure", None
 
 
 def failure_causes(store: Store, experiment_id: str | None = None, run_id: str | None = None,

@@ -28,12 +28,12 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from metaopt.core.errors import BadRequest
-from metaopt.traces.explorer import paired as pv
-from metaopt.traces.explorer import queries as q
-from metaopt.traces.explorer.bench import bench_runs
-from metaopt.traces.explorer.lineage import lineage
-from metaopt.traces.explorer.mechanisms import mechanisms
-from metaopt.traces.explorer.source import Source
+from metaopt.explorer import paired as pv
+from metaopt.explorer import queries as q
+from metaopt.explorer.bench import bench_runs
+from metaopt.explorer.lineage import lineage
+from metaopt.explorer.mechanisms import mechanisms
+from metaopt.explorer.source import Source
 from metaopt.traces.store import StoreError
 
 STATIC = Path(__file__).parent / "static"

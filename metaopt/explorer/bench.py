@@ -1,47 +1,21 @@
 """The explorer's meta-bench view: `metaopt bench meta` runs, one row per case, and their totals.
 
 A declared reader of meta_bench_results (its owner, meta_bench.results, lists this module in its
-Schema.readers): the explorer sits below meta_bench in the layer stack and imports nothing of it.
-The totals and their Wilson intervals are defined here, once, and meta_bench's own table uses
-them too, so the terminal and the page agree. A store written before the table existed opens
+Schema.readers). The totals and their Wilson intervals come from the owner, the same function
+`metaopt bench meta` prints, so the terminal and the page agree. A store written before the table existed opens
 without it (reader_optional): then there are no bench runs.
 """
 
 from __future__ import annotations
 
 import json
-import math
 from typing import Any
 
 from metaopt.core.errors import NotFound
+from metaopt.meta_bench.results import totals
 from metaopt.traces.store import Store
 
 RUNS = 50  # newest bench runs listed
-
-
-def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
-    """95% Wilson score interval of a proportion k/n ((0, 1) when n is 0)."""
-    if n == 0:
-        return 0.0, 1.0
-    p = k / n
-    mid = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return max(0.0, mid - half), min(1.0, mid + half)
-
-
-def totals(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """A bench run's totals over its case rows (dicts with the meta_bench_results columns): cases
-    fixed and causes named with 95% Wilson intervals, collateral damage (keep tasks broken), turns,
-    tokens, cost and wall time summed."""
-    n = len(rows)
-    fixed = sum(bool(r["fixed"]) for r in rows)
-    named = sum(bool(r["cause_named"]) for r in rows)
-    return {"cases": n, "fixed": fixed, "fixed_rate": fixed / n if n else 0.0, "fixed_ci95": list(wilson(fixed, n)),
-            "cause_named": named, "cause_named_ci95": list(wilson(named, n)),
-            "collateral": sum(len(r["broken"] or []) for r in rows), "turns": sum(r["turns"] or 0 for r in rows),
-            "input_tokens": sum(r["input_tokens"] or 0 for r in rows),
-            "output_tokens": sum(r["output_tokens"] or 0 for r in rows),
-            "cost_usd": sum(r["cost_usd"] or 0.0 for r in rows), "wall_s": sum(r["wall_s"] or 0.0 for r in rows)}
 
 
 def bench_runs(store: Store, bench_id: str | None = None) -> dict[str, Any]:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from metaopt.traces.explorer.queries import experiment
+from metaopt.explorer.queries import experiment
 
 MERGE = re.compile(r"\bmerg(e|es|ed|ing)\b", re.IGNORECASE)
 KEEP = ("candidate_id", "parent_id", "iteration", "status", "proposer", "status_reason", "created_at", "scores")

@@ -16,8 +16,8 @@ import json
 from html import escape
 from typing import Any
 
+from metaopt.explorer.queries import experiment as experiment_view
 from metaopt.traces import diagnose as dg
-from metaopt.traces.explorer.queries import experiment as experiment_view
 from metaopt.traces.store import Store
 
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"

@@ -14,8 +14,8 @@ from typing import Any
 import yaml
 
 from metaopt.core.errors import NotFound
+from metaopt.explorer.queries import trial
 from metaopt.traces import diagnose as dg
-from metaopt.traces.explorer.queries import trial
 from metaopt.traces.store import Store
 
 CLIP = 400
