@@ -20,8 +20,8 @@ from metaopt.benchmarks.registry import load_benchmark
 from metaopt.benchmarks.task import Task
 from metaopt.evaluation import AgentResult, OracleAgent, TrialResult, run_eval
 from metaopt.meta_agent.config import RunConfig
-from metaopt.meta_agent.evaluator import refused
 from metaopt.meta_agent.experiment import plan_experiment, resume_experiment, start_experiment
+from metaopt.meta_agent.judge import refused
 from metaopt.meta_agent.ledger import Ledger
 from metaopt.traces.store import Store
 

@@ -22,10 +22,10 @@ from metaopt.benchmarks.scoring import (
     score_reward,
 )
 from metaopt.evaluation.result import TrialResult
-from metaopt.meta_agent.evaluator import refused as _refused
 from metaopt.meta_agent.gate import charged as _charged
 from metaopt.meta_agent.guard import Guard, _text
 from metaopt.meta_agent.guard_lint import verifier_writes
+from metaopt.meta_agent.judge import refused as _refused
 from metaopt.sandbox.tamper_text import views
 from metaopt.sandbox.toolchain import is_static_elf
 from metaopt.task_agent.harness_io import harness_from_data, load_harness, resolve_harness

@@ -34,11 +34,15 @@ class Scripted:
     `stop_at`, only runs of that split)."""
 
     def __init__(self, score: dict[str, float], tamper: str | None = None):
-        self.settings = Settings(trials=K, seed=0, gate=RunConfig(benchmark="b", model="fake/solution").gate,
-                                 splits={"train": TRAIN, "validation": VAL, "test": []}, canaries=[])
+        self.cfg = RunConfig(benchmark="b", model="fake/solution", trials=K)
+        self.splits = {"train": TRAIN, "validation": VAL, "test": []}
         self.score, self.tamper, self.ran, self.stopped = score, tamper, [], False
         self.stop_at: str | None = None
         self.rows: dict[tuple[str, str], dict[str, TrialResult]] = {}
+
+    @property
+    def settings(self) -> Settings:
+        return Settings(trials=self.cfg.trials, seed=self.cfg.seed, gate=self.cfg.gate, splits=self.splits, canaries=[])
 
     def run(self, cid: str, harness: Harness, split: str, task_ids: list[str], k: int
             ) -> tuple[Scores, list[TrialResult]]:
@@ -84,7 +88,7 @@ def _judge(child_score: float, tamper: str | None = None) -> tuple[Judgement, Sc
 def test_the_evaluator_protocol_is_narrow_and_the_scripted_one_implements_only_it():
     members = {n for n in vars(judge_module.Evaluator) if not n.startswith("_")}
     assert members == {"settings", "run", "trials", "liveness", "price_per_trial"}
-    assert {n for n in vars(Scripted) if not n.startswith("_")} == members - {"settings"}  # an attribute there
+    assert {n for n in vars(Scripted) if not n.startswith("_")} == members
     assert "meta_agent.evaluator import" not in inspect.getsource(judge_module)  # no concrete Evaluator, not even for types
 
 

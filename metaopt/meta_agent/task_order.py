@@ -9,16 +9,22 @@
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from metaopt.meta_agent.error_control import seed_for
 from metaopt.meta_agent.gate import Scores, _scored
 
-if TYPE_CHECKING:
-    from metaopt.meta_agent.sequential import SequentialRule
+
+class OrderRule(Protocol):
+    """What of the staged gate's rule (sequential.SequentialRule) the order reads."""
+
+    @property
+    def shuffle_tasks(self) -> bool: ...
+    @property
+    def stratify(self) -> bool: ...
 
 
-def selection_order(label: str, tasks: list[str], rule: SequentialRule, parent: Scores | None = None) -> list[str]:
+def selection_order(label: str, tasks: list[str], rule: OrderRule, parent: Scores | None = None) -> list[str]:
     """The order in which a candidate's selection takes `tasks`: a draw seeded by its `label`
     (SequentialRule.draw_label: the same on a resume, and in any run with the same seed), or the
     order given when rule.shuffle_tasks is off. With rule.stratify and the parent's validation

@@ -17,7 +17,7 @@ from metaopt.sandbox.tamper_rules import _MOD_FILE, _SITE, PYTEST_STACK, RULES, 
 from metaopt.sandbox.tamper_text import MAX_VIEW, find
 
 if TYPE_CHECKING:
-    from metaopt.sandbox.tamper import Ctx, Evidence
+    from metaopt.sandbox.tamper_ctx import Ctx, Evidence
 
 SIGNATURES = [
     ("fakes the test summary", re.compile(r"short test summary info")),

@@ -1,4 +1,4 @@
-"""The tamper rules: each looks at the container's changes (sandbox.tamper.Ctx) and yields
+"""The tamper rules: each looks at the container's changes (sandbox.tamper_ctx.Ctx) and yields
 Evidence for a change to what the verifier executes or imports. Policy in README "How a trial
 runs and is scored"; the families and what each rule stops are listed there.
 """
@@ -13,9 +13,10 @@ from typing import TYPE_CHECKING
 
 from metaopt.sandbox import forensics as fx
 from metaopt.sandbox.forensics import KIND
+from metaopt.sandbox.tamper_ctx import CACHES, Evidence
 
 if TYPE_CHECKING:
-    from metaopt.sandbox.tamper import Ctx, Evidence
+    from metaopt.sandbox.tamper_ctx import Ctx
 
 CORE = {"bash", "sh", "dash", "env", "timeout", "python", "uv", "uvx", "pytest", "py.test"}
 """Tools no trial may change in any way (besides pip/uv console scripts for pytest)."""
@@ -61,8 +62,6 @@ _SCRIPT = re.compile(  # a pip or uv console script: only imports its entry poin
     r"|    sys\.argv\[0\] = re\.sub\(r['\"]\(-script\\\.pyw\|\\\.exe\)\?\$['\"], ['\"]['\"], sys\.argv\[0\]\)\n)"
     r"    sys\.exit\(\w+\(\)\)\n?$")
 def _ev(ctx: Ctx, rule: str, path: str, detail: str, change: str | None = None) -> Evidence:
-    from metaopt.sandbox.tamper import Evidence
-
     cur, orig = ctx.cur(path, 0), ctx.orig(path)
     return Evidence(rule, path, change or KIND.get(ctx.kind.get(path, "C"), "changed"), detail,
                     cur.sha256, orig.sha256 if orig.kind != "missing" else None)
@@ -357,11 +356,6 @@ def _executable(ctx: Ctx, p: str) -> bool:
 
 RULES = [verifier_dirs, path_tools, python_hooks, python_packages, shadowed_modules, pytest_config,
          loader, system_files]  # sandbox.tamper_content adds the rules that read what files say
-
-
-def CACHES(home: str) -> tuple[str, ...]:
-    """Installer caches uv and pip would reuse for the verifier (a poisoned cached wheel wins)."""
-    return (f"{home}/.cache/uv", f"{home}/.cache/pip")
 
 
 def neutralize_paths(ctx: Ctx) -> list[str]:
