@@ -6,8 +6,8 @@ A harness is a folder: `harness.yaml` plus `prompts/*.md`. Wherever the YAML hol
 `{file: PATH}`, PATH relative to the harness folder and inside it. A prompt file's text is the
 prompt minus one trailing newline (editors add one). `load_harness` inlines every file, so a
 `Harness` in memory is self-contained; `Harness.save` writes the canonical layout back, so the
-diff between two revisions is a diff between two folders. This module holds the models; reading
-and writing folders, and turning validation errors into one line, live in task_agent.harness_io.
+diff between two revisions is a diff between two folders. This module holds the models and the
+writer; reading folders, and turning validation errors into one line, live in task_agent.harness_io.
 
 Every model forbids unknown keys: the meta-agent rewrites harnesses as data, and a misspelt knob
 must fail loudly instead of silently doing nothing.
@@ -20,10 +20,11 @@ import json
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
+import yaml
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
 from metaopt.task_agent.messages import ModelSettings, ToolSpec
-from metaopt.task_agent.tools import check_parameters_schema, check_template
+from metaopt.task_agent.templates import check_parameters_schema, check_template
 
 SCHEMA_VERSION = 1
 Name = Annotated[str, StringConstraints(pattern=r"^[a-zA-Z0-9_-]{1,64}$")]
@@ -264,6 +265,42 @@ class Harness(_Strict):
         prompts/task_template.md; everything else stays inline, and fields equal to their default
         are left out, so equal harnesses save to identical folders. Other *.md files in prompts/
         are removed: the folder mirrors this harness exactly."""
-        from metaopt.task_agent.harness_io import save_harness  # harness_io imports this module
-
         save_harness(self, folder)
+
+
+class _Dumper(yaml.SafeDumper):
+    """Multi-line strings as `|` blocks, so scripts and templates diff line by line."""
+
+
+_Dumper.add_representer(str, lambda d, s: d.represent_scalar(
+    "tag:yaml.org,2002:str", s, style="|" if "\n" in s else None))
+# 120.0 -> 120: float fields load ints back unchanged, and hand-written YAML uses ints.
+_Dumper.add_representer(float, lambda d, f: d.represent_int(int(f)) if f.is_integer()
+                        else yaml.SafeDumper.represent_float(d, f))
+
+
+def save_harness(harness: Harness, folder: Path) -> None:
+    """Write `harness` into `folder` in the canonical layout; see Harness.save."""
+    folder = Path(folder)
+    data = harness.model_dump(mode="json", exclude_defaults=True)
+    files: dict[str, str] = {"prompts/system.md": harness.prompts.system}
+    prompts = data.setdefault("prompts", {})
+    prompts["system"] = {"file": "prompts/system.md"}
+    for rname, text in harness.prompts.roles.items():
+        files[f"prompts/role-{rname}.md"] = text
+        prompts.setdefault("roles", {})[rname] = {"file": f"prompts/role-{rname}.md"}
+    if "\n" in harness.prompts.task_template:
+        files["prompts/task_template.md"] = harness.prompts.task_template
+        prompts["task_template"] = {"file": "prompts/task_template.md"}
+    if harness.routing.verification is not None:
+        files["prompts/verification.md"] = harness.routing.verification.prompt
+        data["routing"]["verification"]["prompt"] = {"file": "prompts/verification.md"}
+    (folder / "prompts").mkdir(parents=True, exist_ok=True)
+    for stale in (folder / "prompts").glob("*.md"):
+        if f"prompts/{stale.name}" not in files:
+            stale.unlink()
+    for rel, text in files.items():
+        (folder / rel).write_text(text + "\n", encoding="utf-8")
+    (folder / "harness.yaml").write_text(
+        yaml.dump(data, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=10_000),
+        encoding="utf-8")

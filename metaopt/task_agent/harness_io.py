@@ -1,7 +1,7 @@
 """Reading and writing harness folders (see task_agent.harness for the format).
 
-`load_harness` reads a folder (inlining prompt files), `harness_from_data` validates parsed YAML,
-`save_harness` writes the canonical layout back, and `format_validation_error` turns a pydantic
+`load_harness` reads a folder (inlining prompt files), `harness_from_data` validates parsed YAML
+(`Harness.save`, in task_agent.harness, writes the canonical layout back), and `format_validation_error` turns a pydantic
 error into the one-line `<field path>: <problem>` that HarnessError carries.
 """
 
@@ -18,45 +18,6 @@ from pydantic import BaseModel, ValidationError
 
 from metaopt.core.errors import HarnessError
 from metaopt.task_agent.harness import SCHEMA_VERSION, Harness
-
-
-class _Dumper(yaml.SafeDumper):
-    """Multi-line strings as `|` blocks, so scripts and templates diff line by line."""
-
-
-_Dumper.add_representer(str, lambda d, s: d.represent_scalar(
-    "tag:yaml.org,2002:str", s, style="|" if "\n" in s else None))
-# 120.0 -> 120: float fields load ints back unchanged, and hand-written YAML uses ints.
-_Dumper.add_representer(float, lambda d, f: d.represent_int(int(f)) if f.is_integer()
-                        else yaml.SafeDumper.represent_float(d, f))
-
-
-def save_harness(harness: Harness, folder: Path) -> None:
-    """Write `harness` into `folder` in the canonical layout; see Harness.save."""
-    folder = Path(folder)
-    data = harness.model_dump(mode="json", exclude_defaults=True)
-    files: dict[str, str] = {"prompts/system.md": harness.prompts.system}
-    prompts = data.setdefault("prompts", {})
-    prompts["system"] = {"file": "prompts/system.md"}
-    for rname, text in harness.prompts.roles.items():
-        files[f"prompts/role-{rname}.md"] = text
-        prompts.setdefault("roles", {})[rname] = {"file": f"prompts/role-{rname}.md"}
-    if "\n" in harness.prompts.task_template:
-        files["prompts/task_template.md"] = harness.prompts.task_template
-        prompts["task_template"] = {"file": "prompts/task_template.md"}
-    if harness.routing.verification is not None:
-        files["prompts/verification.md"] = harness.routing.verification.prompt
-        data["routing"]["verification"]["prompt"] = {"file": "prompts/verification.md"}
-    (folder / "prompts").mkdir(parents=True, exist_ok=True)
-    for stale in (folder / "prompts").glob("*.md"):
-        if f"prompts/{stale.name}" not in files:
-            stale.unlink()
-    for rel, text in files.items():
-        (folder / rel).write_text(text + "\n", encoding="utf-8")
-    (folder / "harness.yaml").write_text(
-        yaml.dump(data, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=10_000),
-        encoding="utf-8")
-
 
 # Where prompt values (text or {file: PATH}) may appear in the raw YAML.
 _PROMPT_PATHS = [("prompts", "system"), ("prompts", "roles", "*"), ("prompts", "task_template"),

@@ -6,8 +6,7 @@ import json
 
 import yaml
 
-from metaopt.task_agent.harness import Harness
-from metaopt.task_agent.harness_io import _Dumper
+from metaopt.task_agent.harness import Harness, _Dumper
 from metaopt.traces.queries import show_trial
 from metaopt.traces.store import Store
 

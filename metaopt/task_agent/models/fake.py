@@ -3,92 +3,30 @@
 API model would) (and `fake/replay:PATH`, in models/replay.py). They never touch the network, cost 0, report provider "fake", and
 estimate tokens as characters // 4. Each records the calls it received in `.calls`.
 
-One instance per episode: scripted and solution fakes keep a step counter.
+One instance per episode: scripted and solution fakes keep a step counter. Their base (`FakeModel`,
+which records the calls and adds usage) is in models/fake_base.py, below every fake.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
 import yaml
 
 from metaopt.core.errors import ModelConfigError
-from metaopt.task_agent.messages import (
-    FinishReason,
-    Message,
-    ModelResponse,
-    ModelSettings,
-    ReasoningPart,
-    TextPart,
-    ToolCallPart,
-    ToolResultPart,
-    ToolSpec,
-    Usage,
-)
+from metaopt.task_agent.messages import Message, ModelResponse, ModelSettings, ReasoningPart, TextPart, ToolSpec
+from metaopt.task_agent.models.fake_base import FakeCall, FakeModel
+
+__all__ = ["EXHAUSTED", "FakeCall", "FakeModel", "FlakyModel", "NopModel", "ScriptModel", "SlowModel", "SolutionModel",
+           "create", "flaky_replays", "needs_task"]
 
 EXHAUSTED = "script exhausted"
 _STEP_KEYS = {"tool", "arguments", "tool_calls", "text", "reasoning", "id"}
 _CALL_KEYS = {"tool", "name", "arguments", "id"}
-
-
-@dataclass(frozen=True)
-class FakeCall:
-    """What one generate() call received."""
-
-    messages: list[Message]
-    tools: list[ToolSpec]
-    settings: ModelSettings
-
-
-def _chars(part: Any) -> int:
-    if isinstance(part, (TextPart, ReasoningPart)):
-        return len(part.content)
-    if isinstance(part, ToolCallPart):
-        return len(part.name) + len(json.dumps(part.arguments))
-    if isinstance(part, ToolResultPart):
-        return len(part.response)
-    return 0
-
-
-class FakeModel:
-    """Base of the fakes: subclasses implement `respond()`, this records calls and adds usage."""
-
-    provider = "fake"
-    name = "fake/base"
-
-    def __init__(self) -> None:
-        self.calls: list[FakeCall] = []
-        self._ids = 0
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}(name={self.name!r}, calls={len(self.calls)})"
-
-    def generate(self, messages: list[Message], tools: list[ToolSpec],
-                 settings: ModelSettings) -> ModelResponse:
-        self.calls.append(FakeCall(list(messages), list(tools), settings))
-        parts = self.respond(messages, tools)
-        message = Message(role="assistant", parts=parts)
-        finish: FinishReason = "tool_call" if message.tool_calls else "stop"
-        reasoning = sum(_chars(p) for p in parts if isinstance(p, ReasoningPart)) // 4
-        usage = Usage(input_tokens=sum(_chars(p) for m in messages for p in m.parts) // 4 + 1,
-                      output_tokens=sum(_chars(p) for p in parts) // 4 + 1,
-                      reasoning_tokens=reasoning)
-        return ModelResponse(message=message, usage=usage, cost_usd=0.0, finish_reason=finish,
-                             model=self.name, provider="fake",
-                             response_id=f"fake-{len(self.calls)}")
-
-    def respond(self, messages: list[Message], tools: list[ToolSpec]) -> list[Any]:
-        raise NotImplementedError
-
-    def _call(self, name: str, arguments: dict[str, Any], id: str | None = None) -> ToolCallPart:
-        self._ids += 1
-        return ToolCallPart(id=id or f"call_{self._ids}", name=name, arguments=arguments)
 
 
 class NopModel(FakeModel):
@@ -302,7 +240,7 @@ def create(model: str, *, base_url: str | None = None,
     if model.startswith("flaky:"):
         return FlakyModel(_flaky_p(model), context)
     if model.startswith("replay:") and model[len("replay:"):]:
-        from metaopt.task_agent.models.replay import ReplayModel  # replay imports this module
+        from metaopt.task_agent.models.replay import ReplayModel
 
         return ReplayModel(model[len("replay:"):], context)
     raise ModelConfigError(

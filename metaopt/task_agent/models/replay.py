@@ -50,7 +50,7 @@ import yaml
 
 from metaopt.core.errors import ModelConfigError
 from metaopt.task_agent.messages import Message, TextPart, ToolCallPart, ToolResultPart, ToolSpec
-from metaopt.task_agent.models.fake import FakeModel
+from metaopt.task_agent.models.fake_base import FakeModel
 
 COMMAND_PARAMS = ("command", "cmd", "script", "code")
 SHELL_NAMES = ("bash", "shell", "sh", "terminal")
