@@ -151,6 +151,18 @@ def task_attempts(store: Store, run_id: str, task_id: str) -> list[dict[str, Any
     return store.rows("SELECT attempt, started_at FROM trials WHERE run_id = ? AND task_id = ?", [run_id, task_id])
 
 
+def trial_scores(store: Store, *, run_id: str | None = None, candidate_id: str | None = None,
+                 splits: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+    """{task_id, attempt, status, score, agent} of one run's or one candidate's trials (of `splits`
+    only, when given), by task and attempt: what a paired comparison (meta_agent.compare) reads."""
+    where, params = _where(run_id=run_id, candidate_id=candidate_id)
+    assert where, "name a run or a candidate"
+    if splits:
+        where, params = where + f" AND split IN ({_marks(list(splits))})", [*params, *splits]
+    return store.rows(f"SELECT task_id, attempt, status, score, agent FROM trials{where} ORDER BY task_id, attempt",
+                      params)
+
+
 def failed_tool_calls(store: Store, trial_ids: list[str], limit: int) -> list[dict[str, Any]]:
     """Per tool, the failed calls (timeouts aside) in `trial_ids` (non-empty): count, tasks and the
     first result it gave; most failures first."""
