@@ -15,7 +15,7 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, help="metaopt: opt
 
 
 def _register() -> None:
-    from metaopt.cli import bench, diagnose, export, guard, imports, models, run, sandbox, traces, ui
+    from metaopt.cli import bench, check, compare, diagnose, export, guard, imports, models, run, sandbox, traces, ui
     from metaopt.cli import eval as eval_
 
     app.command("eval")(eval_.eval_cmd)
@@ -24,11 +24,13 @@ def _register() -> None:
     app.command("ui")(ui.ui_cmd)
     app.command("diagnose")(diagnose.diagnose_cmd)
     app.command("report")(diagnose.report_cmd)
+    app.command("compare")(compare.compare_cmd)
     app.command("guard")(guard.guard_cmd)
     app.add_typer(traces.app, name="traces")
     app.add_typer(imports.app, name="import")
     ui.register_views(traces.app)
     app.add_typer(sandbox.sandbox_app, name="sandbox")
+    sandbox.benchmarks_app.command("check")(check.check_cmd)
     app.add_typer(sandbox.benchmarks_app, name="benchmarks")
     app.add_typer(models.app, name="models")
     app.add_typer(bench.app, name="bench")
