@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from metaopt.benchmarks.canary import NotCopyable, copy_task, fixed_canaries, make_canaries, poison
-from metaopt.benchmarks.formats import load_task
+from metaopt.benchmarks.datasets import load_task
 from metaopt.benchmarks.registry import load_benchmark
 from metaopt.benchmarks.task import Task
 from metaopt.evaluation import AgentResult, OracleAgent, TrialResult, run_eval

@@ -26,7 +26,7 @@ import harbor_support as hs
 import pytest
 from _docker_fixtures import metaopt
 
-from metaopt.benchmarks.formats import load_task
+from metaopt.benchmarks.datasets import load_task
 from metaopt.sandbox.base import SandboxSpec
 from metaopt.sandbox.docker_services import ServiceSpec
 from metaopt.traces.store import Store

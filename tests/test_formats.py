@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from metaopt.benchmarks.formats import load_dataset
+from metaopt.benchmarks.datasets import load_dataset
 from metaopt.benchmarks.registry import BenchmarkError, load_benchmark
 from metaopt.benchmarks.task import Task, TaskLoadError
 

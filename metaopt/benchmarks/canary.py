@@ -39,7 +39,7 @@ import string
 from dataclasses import dataclass
 from pathlib import Path
 
-from metaopt.benchmarks.formats import load_dataset
+from metaopt.benchmarks.datasets import load_dataset
 from metaopt.benchmarks.task import Task
 from metaopt.core.errors import NotCopyable
 

@@ -28,7 +28,7 @@ def _dataset_dir(name: str, packaged: Path | None, dataset: Path | None) -> Path
 
 def _task_dirs(name: str, packaged: Path | None) -> Callable[[Path | None, str | None], Loaded]:
     def load(dataset: Path | None, arg: str | None) -> Loaded:
-        from metaopt.benchmarks.formats import load_dataset
+        from metaopt.benchmarks.datasets import load_dataset
 
         path = _dataset_dir(name, packaged, dataset)
         try:

@@ -1,4 +1,6 @@
-"""Format detection and dataset loading: a path becomes a list of Tasks (or load errors)."""
+"""What the task-format loaders share (benchmarks.tb1, benchmarks.harbor, benchmarks.spreadsheet.loader):
+one-line pydantic errors, a Dockerfile's WORKDIR, whether a task's tests reach a service. Detecting
+a format and loading a dataset with them is benchmarks.datasets, above the loaders."""
 
 from __future__ import annotations
 
@@ -7,9 +9,9 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from metaopt.benchmarks.task import Task, TaskLoadError
-from metaopt.core.errors import BenchmarkError, TaskFormatError
+from metaopt.core.errors import TaskFormatError
 
+__all__ = ["TaskFormatError", "dockerfile_workdir", "first_error", "needs_services"]  # the loaders' error, from core
 
 def first_error(e: ValidationError) -> str:
     """One line for the first pydantic error: `field 'a.b': message`."""
@@ -24,48 +26,6 @@ def dockerfile_workdir(text: str) -> str | None:
     """The last WORKDIR of a Dockerfile, or None (= whatever the base image says)."""
     found = re.findall(r"^\s*WORKDIR\s+(\S+)", text, flags=re.MULTILINE | re.IGNORECASE)
     return found[-1].strip("\"'") if found else None
-
-
-def detect(task_dir: Path) -> str | None:
-    """The format of a task directory, by marker file: 'tb1', 'harbor' or None."""
-    if (task_dir / "task.yaml").is_file():
-        return "tb1"
-    if (task_dir / "task.toml").is_file():
-        return "harbor"
-    return None
-
-
-def load_task(task_dir: Path, benchmark: str) -> Task:
-    from metaopt.benchmarks import harbor, tb1
-
-    fmt = detect(task_dir)
-    if fmt == "tb1":
-        return tb1.load(task_dir, benchmark)
-    if fmt == "harbor":
-        return harbor.load(task_dir, benchmark)
-    raise TaskFormatError(f"{task_dir}: no task.yaml or task.toml")
-
-
-def load_dataset(path: Path, benchmark: str) -> list[Task | TaskLoadError]:
-    """Every task under `path` (a task directory itself, or a directory of task directories),
-    sorted by id. A malformed task becomes a TaskLoadError; the others still load.
-    Raises BenchmarkError / TaskFormatError when the path holds no task at all."""
-    path = Path(path)
-    if not path.is_dir():
-        raise BenchmarkError(f"dataset path {path} does not exist or is not a directory")
-    if (path / "dataset.json").is_file():  # raw SpreadsheetBench (reference section 0)
-        from metaopt.benchmarks.spreadsheet.loader import load_dataset as load_spreadsheets
-        return load_spreadsheets(path, benchmark)
-    dirs = [path] if detect(path) else sorted(p for p in path.iterdir() if p.is_dir() and detect(p))
-    if not dirs:
-        raise TaskFormatError(f"{path}: no tasks found (looked for task.yaml or task.toml in it and its subdirectories)")
-    out: list[Task | TaskLoadError] = []
-    for d in dirs:
-        try:
-            out.append(load_task(d, benchmark))
-        except (TaskFormatError, OSError, UnicodeDecodeError) as e:
-            out.append(TaskLoadError(id=d.name, source_dir=d, error=str(e)))
-    return out
 
 
 _SERVICE_WORDS = re.compile(
