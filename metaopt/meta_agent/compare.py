@@ -35,6 +35,10 @@ from metaopt.traces.store import Store
 
 LEVEL = 0.95
 """Confidence of the interval; the verdict calls a difference shown when p <= 1 - LEVEL."""
+DRAWS = 5000
+"""Relabellings of the permutation test (scores other than 0/1), per direction: the gate's 20000
+take 20 s on 100 tasks x 3 trials; 5000 still resolve p to about +-0.003 at 0.05, and the
+p-value stays exactly valid for any number of draws (error_control._permutation_p)."""
 CANDIDATE_SPLITS = ("validation", "test")
 Kind = Literal["run", "candidate", "experiment", "harbor job"]
 
@@ -175,8 +179,8 @@ def compare_sides(a: Side, b: Side, level: float = LEVEL) -> Comparison:
         half = t_quantile(level, n - 1) * gate.se
         ci = (max(-1.0, delta - half), min(1.0, delta + half))
     seed = seed_for("compare", *sorted((a.ref, b.ref)))
-    p_b, method = stratified_p_value(paired_b, paired_a, seed=seed)  # B higher than A
-    p_a, _ = stratified_p_value(paired_a, paired_b, seed=seed)
+    p_b, method = stratified_p_value(paired_b, paired_a, seed=seed, draws=DRAWS)  # B higher than A
+    p_a, _ = stratified_p_value(paired_a, paired_b, seed=seed, draws=DRAWS)
     p = min(1.0, 2 * min(p_a, p_b))
     better: Literal["a", "b"] | None = None
     if p <= 1 - level:
