@@ -55,10 +55,10 @@ def report_cmd(experiment: str = typer.Argument(..., help="Experiment id."),
                html: Path = typer.Option(..., "--html", help="The HTML file to write."), db: Path = DB) -> None:
     """Write one self-contained HTML page (no server, no network) telling the experiment's story:
     baseline, candidates, gate decisions, failure clusters, the winning diff, the sealed test."""
-    from metaopt.cli.ui import _view
+    from metaopt.cli.views import view
     from metaopt.explorer.report import render
 
-    page = _view(db, lambda s: render(s, experiment))
+    page = view(db, lambda s: render(s, experiment))
     html.parent.mkdir(parents=True, exist_ok=True)
     html.write_text(page, encoding="utf-8")
     out.print(f"wrote {escape(str(html))} ({len(page.encode()) / 1024:.0f} KiB)", highlight=False)

@@ -9,7 +9,7 @@ import typer
 from rich.markup import escape
 
 from metaopt.cli.common import DB
-from metaopt.cli.ui import JSON, _print_json, _view, out
+from metaopt.cli.views import JSON, out, print_json, view
 
 
 def mechanisms_cmd(experiment: str = typer.Argument(..., help="Experiment id."), db: Path = DB,
@@ -18,9 +18,9 @@ def mechanisms_cmd(experiment: str = typer.Argument(..., help="Experiment id."),
     """Search mechanisms of a bilevel experiment: source, validation steps, hook calls, judgement."""
     from metaopt.explorer.mechanisms import mechanisms
 
-    data = _view(db, lambda s: mechanisms(s, experiment))
+    data = view(db, lambda s: mechanisms(s, experiment))
     if as_json:
-        return _print_json(data)
+        return print_json(data)
     for m in data["mechanisms"]:
         out.print(f"[bold]{m['name']}[/] {m['origin']} {m['mechanism_hash'][:12]}: {m['status']}"
                   + (f" ({escape(m['status_reason'])})" if m["status_reason"] else ""), highlight=False)

@@ -5,19 +5,14 @@ same functions in explorer.queries; `--json` prints exactly what the endpoint se
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
 from metaopt.cli.common import DB, err, fail, sigterm_as_interrupt
-
-out = Console()
-JSON = typer.Option(False, "--json", help="Print the view's JSON (what the web app's endpoint serves).")
+from metaopt.cli.views import JSON, out, print_json, view
 
 
 def ui_cmd(db: Path = DB,
@@ -54,27 +49,6 @@ def ui_cmd(db: Path = DB,
         source.close()
 
 
-def _view(db: Path, fn: Callable[[Any], Any]) -> Any:
-    """Run one view against the store read-only; bad input is one line and exit 2."""
-    from metaopt.explorer.source import Source
-    from metaopt.traces.store import StoreError
-
-    source = Source(db)
-    try:
-        with source.open() as (store, _):
-            return fn(store)
-    except StoreError as e:
-        fail(str(e))
-    except KeyError as e:
-        fail(str(e.args[0]))
-    finally:
-        source.close()
-
-
-def _print_json(data: Any) -> None:
-    print(json.dumps(data, default=str))
-
-
 def _short(cid: str | None) -> str:
     return (cid or "-").rsplit("/", 1)[-1]
 
@@ -87,9 +61,9 @@ def experiments_cmd(db: Path = DB, as_json: bool = JSON) -> None:
     """Experiments and evaluation runs in the store."""
     from metaopt.explorer.queries import overview
 
-    data = _view(db, overview)
+    data = view(db, overview)
     if as_json:
-        return _print_json(data)
+        return print_json(data)
     t = Table("experiment", "benchmark", "status", "candidates", "accepted", "started")
     for e in data["experiments"]:
         t.add_row(e["experiment_id"], e["benchmark"], e["status"], str(e["candidates"]), str(e["accepted"]), str(e["started_at"]))
@@ -105,9 +79,9 @@ def experiment_cmd(experiment: str = typer.Argument(..., help="Experiment id."),
     """Candidates of an experiment: status, proposer, rationale, gate decisions, scores, diffs."""
     from metaopt.explorer.queries import experiment as view
 
-    data = _view(db, lambda s: view(s, experiment))
+    data = view(db, lambda s: view(s, experiment))
     if as_json:
-        return _print_json(data)
+        return print_json(data)
     for c in data["candidates"]:
         scores = "  ".join(f"{k} {_score(v)}" for k, v in sorted(c["scores"].items()))
         out.print(f"[bold]c{c['iteration']}[/] {c['status']:<12} {c['proposer'] or '-'}  {scores}", highlight=False)
@@ -125,9 +99,9 @@ def matrix_cmd(experiment: str | None = typer.Argument(None, help="Experiment id
     """Task x candidate mean scores; + marks a task the candidate fixed, - one it broke."""
     from metaopt.explorer.queries import matrix
 
-    data = _view(db, lambda s: matrix(s, experiment))
+    data = view(db, lambda s: matrix(s, experiment))
     if as_json:
-        return _print_json(data)
+        return print_json(data)
     t = Table("task", "split", *[c["label"] for c in data["columns"]])
     for r in data["rows"]:
         cells = []
@@ -143,9 +117,9 @@ def spans_cmd(trial: str = typer.Argument(..., help="Trial id."), db: Path = DB,
     """A trial's span waterfall: start offset, duration, tokens and status of every span."""
     from metaopt.explorer.queries import trial as view
 
-    data = _view(db, lambda s: view(s, trial, cut=0))["spans"]
+    data = view(db, lambda s: view(s, trial, cut=0))["spans"]
     if as_json:
-        return _print_json(data)
+        return print_json(data)
     depth: dict[str, int] = {}
     t = Table("span", "start ms", "ms", "tokens in/out", "status")
     for r in data:
@@ -161,9 +135,9 @@ def causes_cmd(experiment: str | None = typer.Option(None, "--experiment"), run:
     """Failed trials grouped by cause (verifier failure, timeout, turn limit, tool error, model / sandbox error)."""
     from metaopt.explorer.queries import failure_causes
 
-    data = _view(db, lambda s: failure_causes(s, experiment, run))
+    data = view(db, lambda s: failure_causes(s, experiment, run))
     if as_json:
-        return _print_json(data)
+        return print_json(data)
     for g in data:
         out.print(f"[bold]{g['cause']}[/] x{g['count']}", highlight=False)
         for tr in g["trials"][:20]:
@@ -183,9 +157,9 @@ def search_cmd(text: str = typer.Argument(..., help="Text to find in message con
             data = {**more, "hits": data["hits"] + more["hits"]}
         return data
 
-    data = _view(db, run)
+    data = view(db, run)
     if as_json:
-        return _print_json(data)
+        return print_json(data)
     for h in data["hits"]:
         out.print(f"[bold]{h['trial_id']}[/] span {h['span_id']} {h['direction']}: "
                   f"{escape(h['snippet'].replace(chr(10), ' '))}", highlight=False)
@@ -198,9 +172,9 @@ def compare_cmd(task: str = typer.Argument(...), a: str = typer.Argument(..., he
     """The same task under two candidates: trials, outcome and tool calls side by side."""
     from metaopt.explorer.queries import compare
 
-    data = _view(db, lambda s: compare(s, task, a, b))
+    data = view(db, lambda s: compare(s, task, a, b))
     if as_json:
-        return _print_json(data)
+        return print_json(data)
     t = Table(a, b)
     cols = []
     for side in (data["a"], data["b"]):
@@ -216,9 +190,9 @@ def lineage_cmd(experiment: str = typer.Argument(..., help="Experiment id."), db
     and the experiment's candidates as a tree, parent to children."""
     from metaopt.explorer.lineage import lineage
 
-    data = _view(db, lambda s: lineage(s, experiment))
+    data = view(db, lambda s: lineage(s, experiment))
     if as_json:
-        return _print_json(data)
+        return print_json(data)
     out.print(f"[bold]in flight: {len(data['in_flight'])}[/]", highlight=False)
     for c in data["in_flight"]:
         parent = "head" if c["parent_is_head"] else "superseded: needs a head-to-head against the head"
