@@ -6,7 +6,7 @@ or the generated code does: every failure is a row and the experiment goes on.""
 from __future__ import annotations
 
 import random
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from metaopt.core.errors import HostStartError, SandboxError
 from metaopt.meta_agent.search.bilevel import judge, level15
@@ -22,7 +22,31 @@ from metaopt.meta_agent.search.view import SearchView
 from metaopt.traces.store import now
 
 if TYPE_CHECKING:
-    from metaopt.meta_agent.search.bilevel.outer import BilevelSearch
+    from metaopt.meta_agent.search.bilevel.config import BilevelConfig
+    from metaopt.meta_agent.search.bilevel.live import Registry
+    from metaopt.meta_agent.search.bilevel.snapshot import Snapshot
+    from metaopt.traces.store import Store
+
+
+class BilevelSearch(Protocol):
+    """What a Level-2 round reads and sets of the outer loop (outer.BilevelSearch is the one)."""
+
+    exp: SearchView
+    base: Any
+    """The base strategy (its select picks the dry run's parent)."""
+    cfg: BilevelConfig
+    store: Store
+    eid: str
+    reg: Registry
+    iteration: int
+    proposer: dict[str, Any]
+    params: dict[str, Any]
+    model: Any
+    """The Level-2 model client (None: Level 2 is off)."""
+    trial: str | None
+    plan: dict[str, Any] | None
+
+    def snap(self) -> Snapshot: ...
 
 
 def level2_model(exp: SearchView) -> tuple[Any, str]:
