@@ -12,7 +12,7 @@ Validation results are aggregate only (the gate row: outcome, delta, SE), never 
 test results are not in a record at all: per-task held-out results would turn the validation
 split into training data, and the test split is sealed until the experiment ends.
 
-Readers: the meta-agent's history tools (meta_agent.proposers.llm_tools), the heuristic proposer
+Readers: the meta-agent's history tools (meta_agent.proposers.llm_tools_history), the heuristic proposer
 (which never re-proposes a change rejected for the same cause) and any strategy.
 """
 
