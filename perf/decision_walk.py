@@ -15,7 +15,7 @@ the count before issue 42).
 Measured: when the decision path was split (issue 23), Experiment._judge in optimize.py walked 62
 files and judge() 9 without its type-only imports, 62 with them (its annotations named the concrete
 Evaluator); after issue 42 (judge depends on a narrow Evaluator protocol, its records in
-meta_agent.outcomes) judge() walks 17 with them.
+meta_agent.outcomes) judge() walks 14 with them.
 
 A circle is a cycle of imports between modules of metaopt/, counting every kind: module level,
 type-only and inside functions (a lazy import hides a circle from the interpreter, not from a
