@@ -90,6 +90,7 @@ def test_b_clearly_better_is_shown_with_its_interval_and_exact_p(db):
     assert c.p_value == pytest.approx(2 * 0.5 ** 9)
     assert c.ci is not None and 0 < c.ci[0] < 0.75 < c.ci[1] <= 1.0
     assert c.test.startswith("exact stratified test (binary scores), two-sided")
+    assert c.p_floor is None  # a difference was shown: no floor to explain
     assert c.verdict == f"B is better than A on 12 paired tasks: +0.75 (95% CI {c.ci[0]:+.2f} to +1.00), p = 0.004"
     assert [(r.task, r.a, r.b, r.change) for r in c.tasks[:4]] == [
         ("t00", 1.0, 1.0, 0.0), ("t01", 1.0, 1.0, 0.0), ("t02", 1.0, 1.0, 0.0), ("t03", 0.0, 1.0, 1.0)]
@@ -104,7 +105,7 @@ def test_equal_runs_show_no_difference(db):
         c = compare(store, "run-c", "run-d")
     assert (c.n, c.better, c.delta) == (12, None, 0.0)
     assert c.p_value is not None and c.p_value > 0.5
-    assert c.test.startswith("stratified permutation test")
+    assert c.test.startswith("stratified permutation test") and c.p_floor is None
     assert c.ci is not None and c.ci[0] < 0 < c.ci[1]
     assert c.verdict.startswith("no difference shown on 12 paired tasks: +0.00 (95% CI -")
     with Store(db, read_only=True) as store:
@@ -123,7 +124,7 @@ def test_experiment_candidate_and_split_runs_resolve(db):
     with Store(db) as store:
         Ledger(store, E).finish("finished", {"best_candidate": f"{E}/c0"})  # the report's best wins
         same = compare(store, f"{E}/c0", E)
-    assert (same.b.ref, same.delta, same.p_value, same.better) == (f"{E}/c0", 0.0, 1.0, None)
+    assert (same.b.ref, same.delta, same.p_value, same.better, same.p_floor) == (f"{E}/c0", 0.0, 1.0, None, 1.0)
 
 
 def test_harbor_jobs_by_name_through_the_cli(db):
@@ -133,7 +134,9 @@ def test_harbor_jobs_by_name_through_the_cli(db):
     assert "A: harbor job nop9 -> harbor-nop9 (nop): 9 trials, 0 errored" in out
     assert "rename-api-sed" in out and "secure-permissions" in out and "+1.000" in out
     assert "A only (not run or only errored on the other side; not in the test): access-log-offenders," in out
-    assert out.rstrip().splitlines()[-1].startswith("no difference shown on 2 paired tasks: +1.00 (95% CI")
+    last = out.rstrip().splitlines()[-1]  # 2 tasks: the exact test cannot go below 0.5, and says so
+    assert last.startswith("no difference shown on 2 paired tasks: +1.00 (95% CI") and last.endswith(
+        "p = 0.500; these tasks cannot show one at 5%: the test's smallest p on them is 0.500")
     j = _cli(db, "run-a", "run-b", "--json")
     assert j.returncode == 0, j.stderr
     data = json.loads(j.stdout)

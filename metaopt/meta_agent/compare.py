@@ -95,6 +95,10 @@ class Comparison(BaseModel):
     level: float
     p_value: float | None
     """Two-sided; None without a paired task."""
+    p_floor: float | None = None
+    """0/1 scores, no difference shown: the smallest two-sided p the test could give these tasks
+    (every trial that passed on either side moved to one side). Above 1 - level no outcome on
+    these tasks could show a difference: too few tasks where the two sides can differ."""
     test: str
     better: Literal["a", "b"] | None
     """Which side the test shows better at 1 - level; None: no difference shown."""
@@ -185,17 +189,38 @@ def compare_sides(a: Side, b: Side, level: float = LEVEL) -> Comparison:
     better: Literal["a", "b"] | None = None
     if p <= 1 - level:
         better = "b" if p_b <= p_a else "a"
+    floor = _p_floor(paired_a, paired_b) if better is None and method.startswith("exact") else None
     return Comparison(a=a, b=b, tasks=rows, only_a=only_a, only_b=only_b, n=n,
                       mean_a=math.fsum(r.a for r in rows) / n, mean_b=math.fsum(r.b for r in rows) / n, delta=delta,
-                      ci=ci, level=level, p_value=p, test=f"{method}, two-sided (twice the smaller one-sided p)",
-                      better=better, verdict=_verdict(better, n, delta, ci, p, level))
+                      ci=ci, level=level, p_value=p, p_floor=floor, test=f"{method}, two-sided (twice the smaller one-sided p)",
+                      better=better, verdict=_verdict(better, n, delta, ci, p, level, floor))
 
 
-def _verdict(better: str | None, n: int, delta: float, ci: tuple[float, float] | None, p: float, level: float) -> str:
+def _verdict(better: str | None, n: int, delta: float, ci: tuple[float, float] | None, p: float, level: float,
+             floor: float | None) -> str:
     head = {"b": "B is better than A", "a": "B is worse than A", None: "no difference shown"}[better]
     tasks = f"{n} paired task{'s' if n != 1 else ''}"
     interval = f"{level:.0%} CI {ci[0]:+.2f} to {ci[1]:+.2f}" if ci else "no interval from 1 task"
-    return f"{head} on {tasks}: {delta:+.2f} ({interval}), p = {p_text(p)}"
+    line = f"{head} on {tasks}: {delta:+.2f} ({interval}), p = {p_text(p)}"
+    if floor is not None and floor > 1 - level:
+        line += f"; these tasks cannot show one at {1 - level:.0%}: the test's smallest p on them is {p_text(floor)}"
+    return line
+
+
+def _p_floor(a: Scores, b: Scores) -> float:
+    """The smallest two-sided p of the exact test on these 0/1 trials: in each task, the passes of
+    both sides given to one side as far as its trials go, B's way and A's way."""
+    def extreme(to: Scores, other: Scores) -> tuple[Scores, Scores]:
+        got, rest = {}, {}
+        for t in to:
+            x, y = _scored(to[t]), _scored(other[t])
+            wins = round(sum(x) + sum(y))
+            mine = min(wins, len(x))
+            got[t] = [1.0] * mine + [0.0] * (len(x) - mine)
+            rest[t] = [1.0] * (wins - mine) + [0.0] * (len(y) - wins + mine)
+        return got, rest
+
+    return min(1.0, 2 * min(stratified_p_value(*extreme(b, a))[0], stratified_p_value(*extreme(a, b))[0]))
 
 
 def p_text(p: float) -> str:
