@@ -24,6 +24,7 @@ from metaopt.benchmarks.task import Task, TaskLoadError
 from metaopt.evaluation.agents import Agent
 from metaopt.evaluation.result import TrialResult
 from metaopt.evaluation.trial import ImageCache, run_trial
+from metaopt.sandbox.base import Backend
 from metaopt.traces.store import Store
 
 
@@ -61,7 +62,7 @@ class Executor(Protocol):
 class LocalExecutor:
     """A thread pool of trials on one sandbox backend (one machine)."""
 
-    def __init__(self, backend: Any, concurrency: int = 2):
+    def __init__(self, backend: Backend | None, concurrency: int = 2):
         self.backend = backend
         self.images = ImageCache(backend)
         self.pool = ThreadPoolExecutor(max_workers=max(1, concurrency), thread_name_prefix="trial")
@@ -71,6 +72,8 @@ class LocalExecutor:
                                 images=self.images, run_id=job.run_id, timeout_multiplier=job.timeout_multiplier)
 
     def cleanup(self, run_id: str) -> None:
+        if self.backend is None:  # no backend started no sandbox: each trial failed at its start
+            return
         for _ in range(3):
             try:
                 self.backend.prune(run_id)
@@ -125,7 +128,7 @@ def run_eval(
     agent: Agent,
     *,
     benchmark: str,
-    backend: Any = None,
+    backend: Backend | None = None,
     store: Store,
     trials: int = 1,
     concurrency: int = 2,

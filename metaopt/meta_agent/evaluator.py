@@ -13,7 +13,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING
 
 from metaopt.benchmarks.task import Task
 from metaopt.evaluation import HarnessAgent, TrialResult, run_eval
@@ -24,12 +24,16 @@ from metaopt.meta_agent.gate import Scores
 from metaopt.meta_agent.ledger import Ledger
 from metaopt.meta_agent.liveness import measure
 from metaopt.meta_agent.outcomes import Liveness
+from metaopt.sandbox.base import Backend
 from metaopt.task_agent.harness import Harness
+
+if TYPE_CHECKING:
+    from metaopt.traces.tracing import Tracing
 
 
 class Evaluator(judge.Evaluator):
     def __init__(self, cfg: RunConfig, tasks: dict[str, Task], splits: dict[str, list[str]], ledger: Ledger, *,
-                 canaries: list[str], backend: Any, tracing: Any, executor: Executor | None = None,
+                 canaries: list[str], backend: Backend | None, tracing: Tracing | None, executor: Executor | None = None,
                  on_trial: Callable[[TrialResult], None] = lambda r: None):
         self.cfg, self.tasks, self.splits, self.ledger, self.canaries = cfg, tasks, splits, ledger, canaries
         self.backend, self.tracing, self.executor, self.on_trial = backend, tracing, executor, on_trial

@@ -30,6 +30,7 @@ from metaopt.meta_bench.casebook import CASES, POLICIES
 from metaopt.meta_bench.check import replay
 from metaopt.meta_bench.traces import export_run
 from metaopt.meta_bench.world import RecordingBackend, World
+from metaopt.sandbox.base import Backend
 from metaopt.task_agent.harness_io import load_harness
 from metaopt.traces.store import Store
 from metaopt.traces.tracing import Tracing
@@ -66,7 +67,7 @@ def _get(data: Any, path: str) -> Any:
     return data
 
 
-def record(case: Case, backend: Any) -> list[str]:
+def record(case: Case, backend: Backend) -> list[str]:
     """Run the case for real; the problems found (empty when the case holds)."""
     m = case.manifest
     ids = [*m.affected, *m.keeps]

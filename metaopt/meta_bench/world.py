@@ -18,9 +18,9 @@ import re
 import threading
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Self
+from typing import Any, Self, cast
 
-from metaopt.sandbox.base import ExecResult
+from metaopt.sandbox.base import Backend, ExecResult, Sandbox, SandboxSpec
 
 _VOLATILE = re.compile(r"METAOPT_ARGS_[0-9a-f]+|args-[0-9a-f]{16}\.json")
 
@@ -185,11 +185,24 @@ class RecordingSandbox:
 class RecordingBackend:
     """A backend whose sandboxes record into `world` (the task id comes from the spec's labels)."""
 
-    def __init__(self, inner: Any, world: World):
+    def __init__(self, inner: Backend, world: World):
         self.inner, self.world = inner, world
 
-    def start(self, spec: Any, *, run_id: str) -> RecordingSandbox:
-        return RecordingSandbox(self.inner.start(spec, run_id=run_id), self.world, spec.labels["metaopt.task_id"])
+    def start(self, spec: SandboxSpec, *, run_id: str) -> Sandbox:
+        sb = RecordingSandbox(self.inner.start(spec, run_id=run_id), self.world, spec.labels["metaopt.task_id"])
+        return cast(Sandbox, sb)  # the Sandbox methods it does not wrap reach the inner one through __getattr__
+
+    def build_image(self, context_dir: Path, dockerfile: str = "Dockerfile", *, name: str) -> str:
+        return self.inner.build_image(context_dir, dockerfile, name=name)
+
+    def resolve_image(self, ref: str) -> str:
+        return self.inner.resolve_image(ref)
+
+    def image_workdir(self, image: str) -> str | None:
+        return self.inner.image_workdir(image)
+
+    def prune(self, run_id: str | None = None) -> dict[str, int]:
+        return self.inner.prune(run_id)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)

@@ -1,4 +1,5 @@
-"""The Sandbox protocol: an isolated machine that runs commands for one trial.
+"""The Sandbox protocol: an isolated machine that runs commands for one trial; the Backend protocol
+that makes sandboxes.
 
 sandbox/ knows nothing of benchmarks, agents or models. Implementations live one per file
 (`sandbox/docker.py`) and must pass the conformance suite in `tests/sandbox_conformance.py`.
@@ -95,4 +96,30 @@ class Sandbox(Protocol):
 
     def close(self) -> None:
         """Stop and remove the sandbox and everything it created. Idempotent."""
+        ...
+
+
+class Backend(Protocol):
+    """Makes sandboxes: finds or builds their images and starts them (`sandbox/docker.py`,
+    `sandbox/local.py`). What only Docker offers (compose services, the verifier's fork, its API
+    client) is asked of `DockerBackend` by name."""
+
+    def build_image(self, context_dir: Path, dockerfile: str = "Dockerfile", *, name: str) -> str:
+        """Build the image of the context in `context_dir` (cached by content) and return its tag."""
+        ...
+
+    def resolve_image(self, ref: str) -> str:
+        """`ref`, or the local image it maps to; raises ImageNotFound when there is neither."""
+        ...
+
+    def image_workdir(self, image: str) -> str | None:
+        """The image's working directory (None: its default)."""
+        ...
+
+    def start(self, spec: SandboxSpec, *, run_id: str) -> Sandbox:
+        """Start a sandbox for `spec`, labelled with `run_id` so a crash never leaks it."""
+        ...
+
+    def prune(self, run_id: str | None = None) -> dict[str, int]:
+        """Remove every sandbox of `run_id` (all of metaopt's when None); counts by kind."""
         ...

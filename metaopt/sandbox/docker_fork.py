@@ -30,7 +30,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import docker.errors
 import docker.types
@@ -40,6 +40,9 @@ from metaopt.core.errors import CaptureRefused, MountBlocked, SandboxError, Sand
 from metaopt.sandbox import forensics as fx
 from metaopt.sandbox.docker_errors import explain, remove_later
 from metaopt.sandbox.toolchain import Toolchain, new_root
+
+if TYPE_CHECKING:
+    from metaopt.sandbox.docker_sandbox import DockerSandbox
 
 SNAPSHOT_REPO = "metaopt-verify/"
 SNAPSHOT = "metaopt.snapshot"
@@ -51,10 +54,11 @@ class Fork:
     started: its main process is that busybox's `sleep`), the agent container's changes as they were at the
     capture (`changes`, docker diff rows), the snapshot image and what the capture cost."""
 
-    sb: Any
+    sb: DockerSandbox
     tc: Toolchain
     changes: list[tuple[str, str]]
     image: str
+    """The snapshot image, removed by close(); "" when there is none (evaluation.separate)."""
     api: Any
     report: dict[str, Any] = field(default_factory=dict)
     netdir: str | None = None
@@ -69,7 +73,8 @@ class Fork:
         except SandboxError:
             pass
         try:
-            self.api.remove_image(self.image, force=True)
+            if self.image:  # a separate verifier's image is the task's, kept (evaluation.separate)
+                self.api.remove_image(self.image, force=True)
         except (docker.errors.APIError, requests.exceptions.RequestException):
             reap_later(self.api, self.image)
         if self.netdir:
@@ -85,7 +90,7 @@ COMMIT_TIMEOUT_S = 900.0
 layer); past it the trial ends as a capture error and the image is reaped when it appears."""
 
 
-def fork(backend: Any, sb: Any, *, keep_running: bool, run_id: str, mounts: list[Any] | None = None) -> Fork:
+def fork(backend: Any, sb: DockerSandbox, *, keep_running: bool, run_id: str, mounts: list[Any] | None = None) -> Fork:
     """Capture `sb` (a DockerSandbox of `backend`) and start the verifier's container from it.
     `keep_running`: the agent's container is thawed and the new one joins its network namespace;
     otherwise the agent's container is killed. `mounts` go on the verifier's container only (the
@@ -157,7 +162,7 @@ def fork(backend: Any, sb: Any, *, keep_running: bool, run_id: str, mounts: list
     return Fork(vsb, tcs[0], changes, image, api, report, netdir)
 
 
-def _name_files(api: Any, sb: Any) -> str:
+def _name_files(api: Any, sb: DockerSandbox) -> str:
     """A folder on this host with the verifier's own /etc/hosts and /etc/resolv.conf, made from
     what Docker knows of the agent's container (its hostname, addresses, extra hosts; the
     embedded DNS on a user-defined network, this host's resolvers on the default bridge), never
@@ -197,7 +202,7 @@ def owner() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
-def _within_limits(api: Any, sb: Any, changes: list[tuple[str, str]]) -> None:
+def _within_limits(api: Any, sb: DockerSandbox, changes: list[tuple[str, str]]) -> None:
     if len(changes) > MAX_CHANGES:
         raise CaptureRefused(f"the agent changed {len(changes)} paths (more than {MAX_CHANGES}): not captured")
     size = api._result(api._get(api._url("/containers/{0}/json", sb.id), params={"size": 1}), True).get("SizeRw") or 0

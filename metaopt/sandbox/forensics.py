@@ -16,12 +16,15 @@ import tarfile
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import docker.errors
 import requests
 
 from metaopt.core.errors import SandboxError
+
+if TYPE_CHECKING:
+    from metaopt.sandbox.docker_sandbox import DockerSandbox
 
 # Go's os.FileMode type bits, as the daemon reports them in the archive stat header.
 _DIR, _LINK, _DEVICE, _PIPE, _SOCKET, _CHAR = 1 << 31, 1 << 27, 1 << 26, 1 << 25, 1 << 24, 1 << 21
@@ -48,7 +51,7 @@ class Entry:
         return (self.data or b"").decode("utf-8", "replace")
 
 
-def changes(sb: Any) -> list[tuple[str, str]]:
+def changes(sb: DockerSandbox) -> list[tuple[str, str]]:
     """(A | C | D, path) for every path the container added, changed or deleted vs its image."""
     try:
         rows = sb.api.diff(sb.id) or []
@@ -57,13 +60,13 @@ def changes(sb: Any) -> list[tuple[str, str]]:
     return [("CAD"[r["Kind"]] if r["Kind"] in (0, 1, 2) else "C", r["Path"]) for r in rows]
 
 
-def read_entry(sb: Any, path: str, *, limit: int = 1 << 20, hash_limit: int = 256 << 20) -> Entry:
+def read_entry(sb: DockerSandbox, path: str, *, limit: int = 1 << 20, hash_limit: int = 256 << 20) -> Entry:
     """The entry at `path` (not following a final symlink). Never reads more than `hash_limit`
     bytes; never raises for what the path is (missing -> kind 'missing')."""
     return _read(sb.api, sb.id, path, limit, hash_limit)
 
 
-def read_tree(sb: Any, path: str, *, limit: int = 64 << 20) -> tuple[dict[str, Entry], bool]:
+def read_tree(sb: DockerSandbox, path: str, *, limit: int = 64 << 20) -> tuple[dict[str, Entry], bool]:
     """Every entry under the directory `path`, keyed by path relative to it ('' = the top), and
     whether the tree was read whole (False: it is larger than `limit` bytes)."""
     return _tree(sb.api, sb.id, path, limit)
@@ -105,7 +108,7 @@ class Pristine:
         self._mu = threading.Lock()
 
     @classmethod
-    def of(cls, sb: Any, labels: dict[str, str] | None = None) -> Pristine:
+    def of(cls, sb: DockerSandbox, labels: dict[str, str] | None = None) -> Pristine:
         """The pristine view of `sb`'s image on `sb`'s daemon."""
         image = sb.spec.image
         key = (id(sb.api), image)

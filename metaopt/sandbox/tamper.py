@@ -21,13 +21,16 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 from metaopt.core.errors import ScanExhausted
 from metaopt.sandbox import forensics as fx
 from metaopt.sandbox.tamper_content import ALL
 from metaopt.sandbox.tamper_ctx import Ctx, Evidence, Scope
 from metaopt.sandbox.tamper_rules import neutralize_paths
+
+if TYPE_CHECKING:
+    from metaopt.sandbox.docker_sandbox import DockerSandbox
 
 __all__ = ["MAX_EVIDENCE", "Ctx", "Evidence", "ScanResult", "Scope", "scan"]  # Ctx, Evidence, Scope: sandbox.tamper_ctx
 
@@ -52,7 +55,7 @@ class ScanResult:
         return (f"tampered: {', '.join(rules)}" + (f" ({first.path}: {first.detail})" if first else ""))[:500]
 
 
-def scan(sb: Any, scope: Scope, pristine: fx.Pristine | None = None,
+def scan(sb: DockerSandbox, scope: Scope, pristine: fx.Pristine | None = None,
          changes: list[tuple[str, str]] | None = None) -> ScanResult:
     """Judge the container's changes (see the module docstring): `changes` (docker diff rows)
     default to `sb`'s own; the verifier's fresh container passes those its source had at the

@@ -17,10 +17,13 @@ import posixpath
 import time
 import zipfile
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from metaopt.core.errors import ScanExhausted
 from metaopt.sandbox import forensics as fx
+
+if TYPE_CHECKING:
+    from metaopt.sandbox.docker_sandbox import DockerSandbox
 
 
 def CACHES(home: str) -> tuple[str, ...]:
@@ -68,7 +71,7 @@ class Ctx:
     """What a rule sees: the changes, cached readers for the container and its pristine image,
     and the legitimacy checks (package databases, known wheels)."""
 
-    def __init__(self, sb: Any, scope: Scope, pristine: fx.Pristine, changes: list[tuple[str, str]], *,
+    def __init__(self, sb: DockerSandbox, scope: Scope, pristine: fx.Pristine, changes: list[tuple[str, str]], *,
                  budget_s: float):
         self.sb, self.scope, self.pristine = sb, scope, pristine
         ign = tuple(scope.ignore) + tuple(CACHES(scope.home))  # caches are deleted, not judged

@@ -23,10 +23,13 @@ import tarfile
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from metaopt.core.errors import SandboxError, ToolchainMissing
 from metaopt.sandbox.base import ExecResult
+
+if TYPE_CHECKING:
+    from metaopt.sandbox.docker_sandbox import DockerSandbox
 
 CANDIDATES = ("/bin/busybox", "/usr/bin/busybox", "/usr/local/bin/busybox")
 APPLETS = ("sh", "rm", "mkdir", "kill", "cat", "ls", "sleep", "readlink", "awk", "sort", "tr",
@@ -155,7 +158,7 @@ class StopReport:
 class Toolchain:
     """A static busybox installed in one sandbox at `root` (a fresh random directory)."""
 
-    def __init__(self, sb: Any, root: str, digest: str):
+    def __init__(self, sb: DockerSandbox, root: str, digest: str):
         self.sb, self.root, self.digest = sb, root, digest
         self.busybox = f"{root}/busybox"
         self.bin = f"{root}/bin"

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from metaopt.meta_agent.predictions import Manifest
 from metaopt.task_agent.harness import Harness
 from metaopt.traces.store import Store
+
+if TYPE_CHECKING:
+    from metaopt.traces.tracing import Tracing
 
 
 @dataclass(frozen=True)
@@ -24,8 +27,8 @@ class Evidence:
     """The parent's candidate id (None outside an experiment)."""
     allow_model_changes: bool = False
     """Whether the experiment lets a revision change the model section (--allow-model-changes)."""
-    tracing: Any = None
-    """traces.tracing.Tracing: when set, a model-driven proposer traces its session into the store."""
+    tracing: Tracing | None = None
+    """When set, a model-driven proposer traces its session into the store."""
     on_event: Callable[[str], None] | None = None
     """Progress lines for the user (a long meta-agent session reports each turn)."""
     guidance: str | None = None

@@ -15,6 +15,7 @@ from typing import Any
 from metaopt.meta_agent.config import RunConfig
 from metaopt.meta_agent.ledger import Ledger
 from metaopt.meta_agent.records import Candidate, CandidateScores, GateDecision
+from metaopt.sandbox.base import Backend
 from metaopt.traces.store import Store
 
 
@@ -24,7 +25,7 @@ class SearchView:
     cfg: RunConfig
     proposer: Any
     """The proposer (its name, takes_guidance, areas, model, last_run, opening are read)."""
-    backend: Any
+    backend: Backend | None
     """The sandbox backend, for a generated mechanism's host."""
     say: Callable[[str], None]
     _ledger: Ledger

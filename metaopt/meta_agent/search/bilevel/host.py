@@ -26,11 +26,14 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from metaopt.core.errors import HostStartError, SandboxError
 from metaopt.meta_agent.search.mechanisms import host_source
 from metaopt.meta_agent.search.mechanisms.protocol import HOOKS, check_output
+
+if TYPE_CHECKING:
+    from metaopt.sandbox.docker import DockerBackend
 
 MAX_LINE = 1 << 20
 NOBODY = 65534
@@ -196,7 +199,7 @@ class DockerHost(_Host):
     """The host in a container of its own: metaopt-base (python3), no network, 0.5 CPU, 256 MiB,
     16 processes, user nobody, labelled with the experiment's run id (pruned with it)."""
 
-    def __init__(self, source: str, backend: Any, run_id: str, *, image: str = "metaopt-base:latest",
+    def __init__(self, source: str, backend: DockerBackend, run_id: str, *, image: str = "metaopt-base:latest",
                  memory_mb: int = 256, cpus: float = 0.5, start_timeout: float = 60.0):
         from metaopt.sandbox.base import SandboxSpec
 
