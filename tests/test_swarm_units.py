@@ -21,7 +21,8 @@ from metaopt.meta_agent.proposers import Evidence, get_proposer
 from metaopt.meta_agent.records import Candidate, GateDecision
 from metaopt.meta_agent.search.strategies.hooks import NoSearch
 from metaopt.meta_agent.sequential import SequentialRule
-from metaopt.meta_agent.swarm import _Swarm
+from metaopt.meta_agent.steps import Steps
+from metaopt.meta_agent.swarm import _Loop
 from metaopt.task_agent.harness import Harness
 from metaopt.task_agent.messages import Message, ModelSettings
 from metaopt.task_agent.models import ModelConfigError, get_model
@@ -87,11 +88,12 @@ class PerTask(Scripted):
         return {t: [self._score(cid, t)] * 2 for t in VAL}
 
 
-class Driver:
-    """The part of an Experiment the swarm's decisions use, over a real ledger and a scripted evaluator."""
+class Driver(Steps):
+    """An experiment's steps over a real ledger and a scripted evaluator, its parents' records scripted."""
 
-    def __init__(self, store: Store, kinds: dict[str, str]):
+    def __init__(self, store: Store, kinds: dict[str, str]):  # its collaborators set here, not built
         self.id, self.rule, self.scores, self.said = "e", "rule", {}, []
+        self.say = self.said.append
         self.cfg = RunConfig(benchmark="b", model="fake/solution", trials=2, parallel=2, gate=GATE)
         self.ledger = Ledger(store, "e")
         self.ledger.create("b", {}, {"train": TRAIN, "validation": VAL, "test": []})
@@ -103,10 +105,7 @@ class Driver:
             update={"name": f"h{i}"}), iteration=i, status="pending" if i else "baseline",
             parent_id="e/c0" if i else None) for i in range(len(kinds))]
 
-    def say(self, line: str) -> None:
-        self.said.append(line)
-
-    def _parent(self, p: Candidate, noise: NoiseFloor) -> Parent:
+    def parent(self, p: Candidate, noise: NoiseFloor) -> Parent:
         ev = self.evaluator
         s = CandidateScores(train={t: [ev._score(p.candidate_id, t)] * 2 for t in TRAIN},
                             validation=ev.recorded(p.candidate_id, "validation"))
@@ -120,7 +119,7 @@ def test_a_child_whose_parent_was_superseded_becomes_head_only_by_beating_the_he
     as good as c1 it is rejected, better than c1 it becomes head."""
     with Store(tmp_path / "s.duckdb") as store:
         d = Driver(store, {"e/c0": "none", "e/c1": "half", "e/c2": second})
-        swarm = _Swarm(d, d.cands, NoiseFloor.measure({t: [0.0, 1.0] for t in VAL}), set())  # type: ignore[arg-type]
+        swarm = _Loop(d, d.cands, NoiseFloor.measure({t: [0.0, 1.0] for t in VAL}), set())
         assert swarm._decide(d.cands[1]).status == "accepted" and swarm.head == "e/c1"
         c2 = swarm._decide(d.cands[2])
         assert c2.status == outcome

@@ -1,20 +1,26 @@
-"""`metaopt run --parallel N`: up to N candidates in flight, proposals overlapping evaluations.
+"""The decision loop: up to cfg.parallel candidates in flight, proposals overlapping evaluations;
+`--parallel 1` (the default) is the same loop with one slot, run in the caller's thread.
 
     main thread   stop? (iterations, budget, trials count what was dispatched) -> pick the parent
-                  (the head, or the strategy's choice) -> hand the candidate to a worker;
-                  as workers end: the plateau count, the head
-    worker        propose -> ledger: the candidate, `pending` -> guard -> judge (meta_agent.judge,
-                  through the Evaluator) -> passed, but the head moved meanwhile? head-to-head
-                  against the head -> ledger
+                  (Steps.pick: the head, or the strategy's choice) -> hand the candidate to a slot;
+                  as slots end: the plateau count, the head
+    slot          ask -> register (ledger: the candidate, `pending`) -> judge (guard, then
+                  meta_agent.judge through the Evaluator) -> passed, but the head moved meanwhile?
+                  head-to-head against the head -> apply (ledger)
+
+Each step is a public method of meta_agent.steps.Steps, written once; this module only schedules
+them.
 
 Error control (the rule every confirmation follows, whatever the interleaving): the j-th
-confirmation to *begin* gets alpha_j = alpha s (1 - s)^(j-1), and its j is written at its begin (a
-`confirm` row with outcome `begin`, Ledger.begin_confirmation), before any of its fresh trials run:
-a level fixed before its data exist, so by the union bound the experiment-wise false acceptance
-stays <= alpha. A child is judged against the parent it was proposed from; if, when it passes,
-the head is no longer that parent, it is not accepted but confirmed head to head against the head
-(judge.head_to_head, a new confirmation with its own alpha_j); otherwise rejected, "superseded".
-So the head only ever moves to a candidate shown better than the head before it.
+confirmation to *begin* gets alpha_j = alpha s (1 - s)^(j-1). With several slots its j is written
+at its begin (a `confirm` row with outcome `begin`, Ledger.begin_confirmation), before any of its
+fresh trials run: a level fixed before its data exist, so by the union bound the experiment-wise
+false acceptance stays <= alpha. With one slot confirmations begin in the order candidates are
+decided, so no begin row is needed (nor written). A child is judged against the parent it was
+proposed from; if, when it passes, the head is no longer that parent, it is not accepted but
+confirmed head to head against the head (judge.head_to_head, a new confirmation with its own
+alpha_j); otherwise rejected, "superseded". So the head only ever moves to a candidate shown
+better than the head before it.
 
 Shared memory: a candidate is in the store (status `pending`, its diff, rationale and claim) before
 it is judged, and every decision as soon as it is written, so each proposal reads the others in
@@ -31,22 +37,18 @@ import random
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import replace
-from typing import TYPE_CHECKING, TypeVar
+from typing import Any, TypeVar
 
 from metaopt.meta_agent.gate import NoiseFloor, mean
-from metaopt.meta_agent.judge import Judgement, head_to_head, judge, refusal
+from metaopt.meta_agent.judge import Judgement
 from metaopt.meta_agent.proposers import Revision
-from metaopt.meta_agent.records import Candidate, CandidateView
-
-if TYPE_CHECKING:
-    from metaopt.meta_agent.optimize import Experiment
+from metaopt.meta_agent.records import Candidate
+from metaopt.meta_agent.steps import Picked, Steps
 
 T = TypeVar("T")
-Picked = tuple[Revision, CandidateView, str] | CandidateView
-"""What the main thread hands a worker: a merge (revision, parent, "merge"), or the parent to propose from."""
 
 
-def at_once(exp: Experiment, *jobs: Callable[[], T]) -> list[T]:
+def at_once(exp: Steps, *jobs: Callable[[], T]) -> list[T]:
     """The results of independent evaluations `jobs` (the baseline's train and validation, the
     sealed test of baseline and best), up to cfg.parallel of them running at once; one after
     another at --parallel 1. Interrupted, every job's trials end as on Ctrl-C."""
@@ -56,26 +58,43 @@ def at_once(exp: Experiment, *jobs: Callable[[], T]) -> list[T]:
     try:
         out = [f.result() for f in [pool.submit(job) for job in jobs]]
     except BaseException:
-        exp.evaluator.abort.set()
+        exp.interrupt()
         pool.shutdown(wait=True, cancel_futures=True)
         raise
     pool.shutdown(wait=True)
     return out
 
 
-def run_swarm(exp: Experiment, cands: list[Candidate], noise: NoiseFloor, rng: random.Random,
-              tried: set[str]) -> tuple[list[Candidate], str, str]:
+def run_loop(exp: Steps, cands: list[Candidate], noise: NoiseFloor, rng: random.Random,
+             tried: set[str]) -> tuple[list[Candidate], str, str]:
     """Run `exp` on with up to cfg.parallel candidates in flight until a stop; returns the
     candidates (in iteration order), why it stopped and the head's id. Pending candidates (a
     resumed experiment) are judged first, in flight like the rest."""
-    return _Swarm(exp, cands, noise, tried).run(rng)
+    return _Loop(exp, cands, noise, tried).run(rng)
 
 
-class _Swarm:
-    def __init__(self, exp: Experiment, cands: list[Candidate], noise: NoiseFloor, tried: set[str]):
+class _InThisThread:
+    """One slot: each candidate runs to its end in the caller's thread, as submitted."""
+
+    def submit(self, fn: Callable[..., T], *args: Any) -> Future[T]:
+        f: Future[T] = Future()
+        try:
+            f.set_result(fn(*args))
+        except Exception as e:  # noqa: BLE001 - handed back as a slot's would be; Ctrl-C propagates at once
+            f.set_exception(e)
+        return f
+
+    def shutdown(self, wait: bool = True, cancel_futures: bool = False) -> None:
+        return None
+
+
+class _Loop:
+    def __init__(self, exp: Steps, cands: list[Candidate], noise: NoiseFloor, tried: set[str]):
         self.exp, self.ledger, self.noise, self.tried = exp, exp.ledger, noise, tried
         self.by_id = {c.candidate_id: c for c in cands}
-        self.head = exp.ledger.head() or cands[0].candidate_id
+        kept = [c for c in cands if c.status in ("baseline", "accepted")]  # an experiment stored before verdict rows
+        self.head = exp.ledger.head() or kept[-1].candidate_id
+        self.several = exp.cfg.parallel > 1
         self.slots: set[int] = set()  # Evidence.slot of the proposals running now
         self.unnumbered = 0  # proposals dispatched that have no candidate (number) yet
 
@@ -87,7 +106,7 @@ class _Swarm:
         for c in sorted(decided, key=lambda c: c.iteration):
             since_gain = 0 if c.status == "accepted" else since_gain + 1
         todo = sorted((c for c in self.by_id.values() if c.status == "pending"), key=lambda c: c.iteration)
-        pool = ThreadPoolExecutor(max_workers=n, thread_name_prefix="candidate")
+        pool: Any = ThreadPoolExecutor(max_workers=n, thread_name_prefix="candidate") if self.several else _InThisThread()
         flying: set[Future] = set()
         try:
             while True:
@@ -97,9 +116,9 @@ class _Swarm:
                         continue
                     with self.ledger.lock:  # the numbers the proposals in flight will take count as dispatched
                         dispatched = self.next + self.unnumbered
-                    if stop := exp.stop_reason(dispatched, since_gain, mean(exp._val(self.by_id[self.head]))):
+                    if stop := exp.stop_reason(dispatched, since_gain, mean(exp.val(self.by_id[self.head]))):
                         break
-                    picked = self._pick(dispatched, rng)
+                    picked = exp.pick(dispatched, self._in_order(), self.head, rng, self.tried)
                     with self.ledger.lock:
                         self.unnumbered += 1
                     flying.add(pool.submit(self._candidate, picked))
@@ -116,30 +135,16 @@ class _Swarm:
                         news = True
                         since_gain = 0 if out is not None and out.status == "accepted" else since_gain + 1
         except BaseException:
-            exp.evaluator.abort.set()  # every candidate's trials end as on Ctrl-C
+            exp.interrupt()  # every candidate's trials end as on Ctrl-C
             pool.shutdown(wait=True, cancel_futures=True)
             raise
         pool.shutdown(wait=True)
-        cands = sorted(self.by_id.values(), key=lambda c: c.iteration)
-        return cands, stop or "", self.head
+        return self._in_order(), stop or "", self.head
 
-    # -- main thread ---------------------------------------------------------------------------
-    def _pick(self, iteration: int, rng: random.Random) -> Picked:
-        """Which parent the next proposal extends (or a merge): greedy extends the head, any other
-        strategy chooses as it would one at a time, from every candidate so far."""
-        exp = self.exp
-        views = [exp._view(c) for c in sorted(self.by_id.values(), key=lambda c: c.iteration)]
-        exp.search.begin(iteration, views)
-        merged = exp.strategy.merge(views, rng, self.tried) if iteration % 3 == 0 else None
-        if merged:
-            harness, parent_ids, why = merged
-            parent = max((v for v in views if v.candidate_id in parent_ids), key=lambda v: v.val_mean)
-            return Revision(harness, why, cites=list(parent_ids)), parent, "merge"
-        if exp.strategy.name == "greedy":
-            return next(v for v in views if v.candidate_id == self.head)
-        return exp.strategy.select(views, rng)
+    def _in_order(self) -> list[Candidate]:
+        return sorted(self.by_id.values(), key=lambda c: c.iteration)
 
-    # -- workers -------------------------------------------------------------------------------
+    # -- a slot --------------------------------------------------------------------------------
     def _candidate(self, picked: Picked) -> Candidate | str | None:
         """Propose (unless a merge), record the candidate as pending, judge it. A proposal that
         another one in flight made first is asked again (twice at most)."""
@@ -162,16 +167,16 @@ class _Swarm:
                     slot = min(set(range(len(self.slots) + 1)) - self.slots)
                     self.slots.add(slot)
                 try:
-                    got = exp._ask(parent, self.tried, slot)  # the live set: what the others proposed meanwhile
+                    got = exp.ask(parent, self.tried, slot)  # the live set: what the others proposed meanwhile
                 finally:
                     self.slots.discard(slot)
                 if not isinstance(got, Revision):
                     return got, None
                 rev = got
             with self.ledger.lock:
-                if exp.evaluator.abort.is_set():  # interrupted while it was proposing: nothing is written
+                if exp.interrupted():  # interrupted while it was proposing: nothing is written
                     return None, None
-                if rev.harness.content_hash() in self.tried:
+                if self.several and rev.harness.content_hash() in self.tried:  # one slot: nothing else in flight
                     exp.say("  the same revision is already in flight: proposing again")
                     continue
                 iteration, self.next = self.next, self.next + 1
@@ -181,49 +186,32 @@ class _Swarm:
         return None, None
 
     def _decide(self, c: Candidate, drop: str | None = None) -> Candidate:
-        """Guard and judge `c` against its parent; head to head against the head when that moved
-        meanwhile; the ledger records each judgement. Returns `c` as decided."""
-        exp, cid = self.exp, c.candidate_id
+        """Judge `c` against its parent; head to head against the head when that moved meanwhile;
+        the ledger records each judgement. Returns `c` as decided."""
+        exp = self.exp
         parent = self.by_id[c.parent_id or ""]
-        problem = None if drop else exp.guard.check(parent.harness, c.harness,
-                                                    allow_model_changes=exp.cfg.allow_model_changes)
-        if drop:
-            j = refusal(c, "filter", "drop", f"dropped before any trial: {drop}")
-        elif problem:
-            j = refusal(c, "guard", "fail", f"invalid: {problem}")
-        else:
-            p = exp._parent(parent, self.noise)
-            j = judge(c, replace(p, begin=lambda key: self.ledger.begin_confirmation(
-                cid, c.parent_id, exp.cfg.gate, exp.rule)), exp.evaluator)
+        j = exp.judge(c, parent, self.noise, drop, (lambda key: exp.begin(c)) if self.several else None)
         first, against = j, parent.candidate_id
         while True:
             with self.ledger.lock:
                 head = self.head
-                if j.decision != "accepted" or head == against:
+                if j.decision != "accepted" or head == against or not self.several:  # one slot: its parent, as picked
                     return self._close(c, replace(j, scores=first.scores))
                 why = f"{j.reason}; superseded: the head moved to {head} while it was in flight: head to head next"
-                self._record(replace(j, decision="pending", reason=why,
-                                     steps=(*j.steps[:-1], replace(j.steps[-1], reason=why))))
-            h = exp._parent(self.by_id[head], self.noise)
-            j = head_to_head(c, h, exp.evaluator, lambda head=head: self.ledger.begin_confirmation(
-                cid, c.parent_id, exp.cfg.gate, exp.rule, against=head))
+                exp.record(replace(j, decision="pending", reason=why,
+                                   steps=(*j.steps[:-1], replace(j.steps[-1], reason=why))), self._tag(c))
+            j = exp.head_to_head(c, self.by_id[head], self.noise)
             j = replace(j, check=first.check, liveness=first.liveness)
             against = head
 
     def _close(self, c: Candidate, j: Judgement) -> Candidate:
         """Record the final judgement (under the ledger's lock) and move the head if it accepted."""
-        self._record(j)
-        if j.scores is not None:
-            self.exp.scores[c.candidate_id] = j.scores
-        c = j.applied(c) if j.stage != "filter" else c.model_copy(update={"status": j.decision,
-                                                                         "status_reason": j.reason})
+        c = self.exp.apply(c, j, self._tag(c))
         if c.status == "accepted":
             self.head = c.candidate_id
         self.by_id[c.candidate_id] = c
-        self.exp.search.on_result(c)
         return c
 
-    def _record(self, j: Judgement) -> None:
-        self.ledger.record(j, self.exp.rule)
-        for line in j.lines():
-            self.exp.say(f"  {j.candidate_id.rsplit('/', 1)[-1]}:{line[1:]}")
+    def _tag(self, c: Candidate) -> str:
+        """What a slot's lines start with: which candidate, when several are in flight."""
+        return c.candidate_id.rsplit("/", 1)[-1] if self.several else ""
