@@ -114,7 +114,7 @@ def test_a_plugin_mechanism_is_usable_like_a_builtin(monkeypatch):
 RUN = ["run", "--benchmark", "terminalbench-sample", "--model", "fake/solution"]
 EVAL = ["eval", "--benchmark", "terminalbench-sample"]
 CASES = [
-    (EVAL + ["--agent", "genius"], "--agent: unknown agent 'genius' (known: oracle, nop)"),
+    (EVAL + ["--agent", "genius"], "--agent: unknown agent 'genius' (known: oracle, cheat, nop)"),
     (EVAL + ["--executor", "spark"], "--executor: unknown executor 'spark' (known: local, ray)"),
     (["export", "baseline", "--format", "docx", "--out", "x"],
      "--format: unknown format 'docx' (known: harness, python, inspect, openai-agents, claude-agent-sdk, harbor)"),

@@ -66,7 +66,10 @@ def _gptpretrain(dataset: Path | None, arg: str | None) -> Loaded:
 
 TERMINALBENCH_SAMPLE = Benchmark("metaopt's own Terminal-Bench-style tasks (TB1 and Harbor formats), offline",
                                  _task_dirs("terminalbench-sample", SAMPLES / "terminalbench"))
-TERMINALBENCH = Benchmark("a local Terminal-Bench 1.x, 2.0 or 2.1 (Harbor task folders) checkout: --dataset PATH",
+TERMINALBENCH3_SAMPLE = Benchmark("metaopt's own Terminal-Bench-3-style tasks (separate verifier containers, "
+                                  "artifacts, collect hooks, cheat solutions), offline",
+                                  _task_dirs("terminalbench3-sample", SAMPLES / "terminalbench3"))
+TERMINALBENCH = Benchmark("a local Terminal-Bench 1.x, 2.x, 3 or 4 (Harbor task folders) checkout: --dataset PATH",
                           _task_dirs("terminalbench", None))
 SPREADSHEETBENCH_SAMPLE = Benchmark("metaopt's own SpreadsheetBench-style tasks (dataset.json layout, several "
                                     "test cases), offline", _task_dirs("spreadsheetbench-sample",

@@ -1,7 +1,10 @@
 """Harbor / Terminal-Bench 2.x task directories (`task.toml` + `instruction.md`).
 
-Keys and defaults follow harbor 0.25.0 (shared/reference/benchmark-formats.md section 2).
-Unknown keys are ignored for forward compatibility; known keys are type-checked. Terminal-Bench
+Keys and defaults follow harbor 0.25.0 (benchmarks.harbor_schema, field by field); a key metaopt
+cannot honour is a load error naming it when it changes what is scored, a warning on the task when
+it only changes what the agent may use. Terminal-Bench 3 and 4 tasks run their verifier in a
+container of its own (`[verifier] environment_mode = "separate"`), which gets only the declared
+`artifacts` of the agent's container (evaluation.separate). Terminal-Bench
 2.1 task.toml adds a `[task]` table (name "terminal-bench/<id>", description, keywords, authors),
 top-level `artifacts`, `[environment].mcp_servers` and `[environment.env]` / `[solution.env]`;
 its name and description go to the task's metadata, its keywords stand in for missing tags.
@@ -11,61 +14,19 @@ from __future__ import annotations
 
 import re
 import tomllib
+import warnings
 from pathlib import Path
-from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import ValidationError
 
 from metaopt.benchmarks import compose
+from metaopt.benchmarks import harbor_schema as hs
 from metaopt.benchmarks.formats import TaskFormatError, dockerfile_workdir, first_error, needs_services
-from metaopt.benchmarks.task import Environment, Resources, Solution, Task, Verifier
+from metaopt.benchmarks.harbor_schema import EnvironmentConfig, TaskConfig
+from metaopt.benchmarks.task import Artifact, Collect, Environment, Healthcheck, Resources, Solution, Task, Verifier
 
 MARKER = "task.toml"
 REWARD_DIR = "/logs/verifier"
-
-
-class _Agent(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-    timeout_sec: float = 600.0
-    user: str | None = None
-
-
-class _Verifier(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-    timeout_sec: float = 600.0
-    env: dict[str, str] = {}
-    user: str | None = None
-    environment_mode: Literal["shared", "separate"] = "shared"
-
-
-class _Environment(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-    docker_image: str | None = None
-    cpus: float | None = None
-    memory_mb: int | None = None
-    memory: str | None = None  # deprecated "2G"
-    gpus: int = 0
-    network_mode: Literal["public", "no-network", "allowlist"] | None = None
-    allow_internet: bool | None = None  # deprecated
-    workdir: str | None = None
-
-
-class _Task(BaseModel):
-    """Terminal-Bench 2.1's `[task]` table (its registry identity); 2.0 tasks have none."""
-    model_config = ConfigDict(extra="ignore")
-    name: str | None = None
-    description: str | None = None
-    keywords: list[str] = []
-
-
-class _TaskToml(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-    task: _Task = _Task()
-    metadata: dict = {}
-    agent: _Agent = _Agent()
-    verifier: _Verifier = _Verifier()
-    environment: _Environment = _Environment()
-    steps: list = []
 
 
 def load(task_dir: Path, benchmark: str) -> Task:
@@ -76,13 +37,19 @@ def load(task_dir: Path, benchmark: str) -> Task:
     except tomllib.TOMLDecodeError as e:
         raise TaskFormatError(f"{path}: not valid TOML ({e})") from None
     try:
-        cfg = _TaskToml.model_validate(raw)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            cfg = TaskConfig.model_validate(raw)
     except ValidationError as e:
         raise TaskFormatError(f"{path}: {first_error(e)}") from None
-    if cfg.steps:
-        raise TaskFormatError(f"{path}: multi-step tasks ([[steps]]) are not supported yet")
-    if cfg.verifier.environment_mode == "separate":
-        raise TaskFormatError(f"{path}: [verifier].environment_mode = 'separate' is not supported yet")
+    try:
+        artifacts = [Artifact(source=a.source, exclude=a.exclude, destination=a.destination)
+                     for a in hs.artifacts([*cfg.artifacts, CONVENTION]) if _main(a.service, "artifacts", path)]
+    except ValidationError as e:
+        raise TaskFormatError(f"{path}: field 'artifacts': {e.errors()[0]['msg']}") from None
+    except ValueError as e:
+        raise TaskFormatError(f"{path}: field 'artifacts': {e}") from None
+    notes = _refused(cfg, path)
 
     instruction = task_dir / "instruction.md"
     if not instruction.is_file():
@@ -98,48 +65,119 @@ def load(task_dir: Path, benchmark: str) -> Task:
     if not dockerfile.is_file() and not env.docker_image:
         raise TaskFormatError(f"{path}: no environment/Dockerfile and no [environment].docker_image")
     workdir = env.workdir or (dockerfile_workdir(dockerfile.read_text(errors="replace")) if dockerfile.is_file() else None)
-
-    solve = task_dir / "solution" / "solve.sh"
-    solution = None
-    if solve.is_file():
-        solution = Solution(files=[(task_dir / "solution", "/solution")], command="bash /solution/solve.sh")
+    environment = Environment(
+        context_dir=env_dir if dockerfile.is_file() else None, image=env.docker_image,
+        **({"services": spec.services, "main_service": "main", "env": spec.main_env}
+           if spec and spec.services else {}))
 
     meta: dict[str, str | float | int | bool | None] = {
         k: v for k, v in cfg.metadata.items() if isinstance(v, (str, int, float, bool))}
-    if cfg.task.name:  # TB 2.1: "terminal-bench/<id>"
+    if cfg.task:  # TB 2.1 and later: "terminal-bench/<id>"
         meta.setdefault("task_name", cfg.task.name)
-    if cfg.task.description:
-        meta.setdefault("description", cfg.task.description)
-    tags = cfg.metadata.get("tags") or cfg.task.keywords
+        if cfg.task.description:
+            meta.setdefault("description", cfg.task.description)
+        if cfg.task.version:
+            meta.setdefault("task_version", cfg.task.version)
+    tags = cfg.metadata.get("tags") or (cfg.task.keywords if cfg.task else [])
+    agent_net = _network(cfg.agent.network_mode, env)
     return Task(
         id=task_dir.name,
         benchmark=benchmark,
         format="harbor",
         source_dir=task_dir,
         instruction=instruction.read_text(),
-        environment=Environment(
-            context_dir=env_dir if dockerfile.is_file() else None,
-            image=env.docker_image,
-            **({"services": spec.services, "main_service": "main", "env": spec.main_env} if spec and spec.services else {}),
-        ),
+        environment=environment,
         workdir=workdir,
-        agent_user=cfg.agent.user,
-        agent_timeout_s=cfg.agent.timeout_sec,
-        verifier=Verifier(
-            files=[(task_dir / "tests", "/tests")],
-            command="bash /tests/test.sh",
-            timeout_s=cfg.verifier.timeout_sec,
-            env=cfg.verifier.env,
-            user=cfg.verifier.user or "root",
-            keep_services=needs_services(instruction.read_text(), [task_dir / "tests"]),
-        ),
+        agent_user=None if cfg.agent.user is None else str(cfg.agent.user),
+        agent_timeout_s=cfg.agent.timeout_sec or 600.0,
+        verifier=_verifier(cfg, task_dir, environment, instruction.read_text()),
         scoring="reward",
-        solution=solution,
-        resources=Resources(cpus=env.cpus, memory_mb=env.memory_mb or _memory_mb(env.memory, path), gpus=env.gpus),
-        network=_network(env),
+        solution=_solution(task_dir / "solution"),
+        cheat=_solution(task_dir / "cheat"),
+        artifacts=artifacts,
+        healthcheck=env.healthcheck and Healthcheck(
+            test=["CMD-SHELL", env.healthcheck.command], interval_s=env.healthcheck.interval_sec,
+            timeout_s=env.healthcheck.timeout_sec, retries=env.healthcheck.retries,
+            start_period_s=env.healthcheck.start_period_sec),
+        resources=Resources(cpus=env.cpus, memory_mb=env.memory_mb or _memory_mb(env.memory, path), gpus=env.gpus or 0),
+        network=agent_net,
         tags=[str(t) for t in tags] if isinstance(tags, list) else [],
         metadata=meta,
+        warnings=notes,
     )
+
+
+CONVENTION = "/logs/artifacts"
+"""Harbor always collects this folder of the agent's container."""
+
+
+def _verifier(cfg: TaskConfig, task_dir: Path, environment: Environment, instruction: str) -> Verifier:
+    """The verifier; for Harbor's separate mode, its own environment in Harbor's order of
+    precedence: [verifier.environment].docker_image, a tests/Dockerfile, a fresh copy of the task's."""
+    v, tests = cfg.verifier, task_dir / "tests"
+    collect = [Collect(command=c.command, timeout_s=c.timeout_sec, user=None if c.user is None else str(c.user))
+               for c in v.collect if _main(c.service, "verifier.collect", task_dir / MARKER)]
+    if not v.separate:
+        if collect:
+            raise TaskFormatError(f"{task_dir / MARKER}: field 'verifier.collect': collect hooks need "
+                                  "environment_mode = 'separate' (Harbor runs them before artifact collection)")
+        return Verifier(files=[(tests, "/tests")], command="bash /tests/test.sh", timeout_s=v.timeout_sec,
+                        env=v.env, user="root" if v.user is None else str(v.user),
+                        keep_services=needs_services(instruction, [tests]))
+    venv = v.environment
+    if venv is not None and venv.docker_image:
+        own = Environment(image=venv.docker_image)
+    elif (tests / "Dockerfile").is_file():
+        own = Environment(context_dir=tests)
+    elif (tests / "docker-compose.yaml").is_file():
+        raise TaskFormatError(f"{tests / 'docker-compose.yaml'}: a compose verifier environment is not supported "
+                              "by metaopt yet (a tests/Dockerfile is)")
+    else:
+        own = environment.model_copy(update={"services": [], "main_service": None})
+    base = venv or cfg.environment
+    net = v.network_mode or base.network_mode
+    if base.allow_internet is not None and net is None:
+        net = "public" if base.allow_internet else "no-network"
+    return Verifier(files=[(tests, "/tests")], command="bash /tests/test.sh", timeout_s=v.timeout_sec, env=v.env,
+                    user="root" if v.user is None else str(v.user), separate=True, environment=own,
+                    network=(net or "public") != "no-network", collect=collect)
+
+
+def _refused(cfg: TaskConfig, path: Path) -> list[str]:
+    """Keys metaopt cannot honour: an error naming the key when it changes what the task is or
+    how it is scored; a warning on the task when it only changes what the agent may use."""
+    env, out = cfg.environment, []
+    refuse = [("steps", bool(cfg.steps), "multi-step tasks are not supported by metaopt yet (`harbor run` runs them)"),
+              ("environment.os", env.os.lower() != "linux", "only Linux containers run here"),
+              ("environment.tpu", env.tpu is not None, "TPUs are not supported"),
+              ("environment.mcp_servers", bool(env.mcp_servers), "the task agent has no MCP client yet"),
+              ("multi_step_reward_strategy", cfg.multi_step_reward_strategy is not None and not cfg.steps,
+               "only multi-step tasks have one")]
+    for key, bad, why in refuse:
+        if bad:
+            raise TaskFormatError(f"{path}: field '{key}': {why}")
+    for key, on, what in [("environment.skills_dir", env.skills_dir, "the task agent reads no skills folder"),
+                          ("network_mode", "allowlist" in (env.network_mode, cfg.agent.network_mode),
+                           (f"the allowlist ({', '.join(env.allowed_hosts or cfg.agent.allowed_hosts or [])}) is not "
+                            "enforced: the agent's container gets the network"))]:
+        if on:
+            out.append(f"{path.name}: {key}: {what}")
+    return out
+
+
+def _main(service: str | None, key: str, path: Path) -> bool:
+    if service not in (None, "main"):
+        raise TaskFormatError(f"{path}: field '{key}': service '{service}': only the agent's container (main) "
+                              "is supported by metaopt yet")
+    return True
+
+
+def _solution(folder: Path) -> Solution | None:
+    """solution/solve.sh (the oracle) or cheat/solve.sh (Terminal-Bench 3's adversarial oracle),
+    run as Harbor's oracle agent runs a solution: copied to /solution."""
+    if not (folder / "solve.sh").is_file():
+        return None
+    return Solution(files=[(folder, "/solution")], command="bash /solution/solve.sh")
 
 
 def _compose(env_dir: Path, name: str) -> compose.Compose | None:
@@ -154,10 +192,11 @@ def _compose(env_dir: Path, name: str) -> compose.Compose | None:
     return read
 
 
-def _network(env: _Environment) -> bool:
-    """No network unless the task asks for it (explicitly public, allowlist, or allow_internet)."""
-    if env.network_mode is not None:
-        return env.network_mode != "no-network"
+def _network(phase: str | None, env: EnvironmentConfig) -> bool:
+    """No network unless the task asks for it (public, allowlist, or allow_internet)."""
+    mode = phase or env.network_mode
+    if mode is not None:
+        return mode != "no-network"
     return bool(env.allow_internet)
 
 

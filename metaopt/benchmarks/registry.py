@@ -32,6 +32,7 @@ class Benchmark:
 
 BENCHMARKS = Registry("benchmark", "metaopt.benchmarks", {
     "terminalbench-sample": "metaopt.benchmarks.catalog:TERMINALBENCH_SAMPLE",
+    "terminalbench3-sample": "metaopt.benchmarks.catalog:TERMINALBENCH3_SAMPLE",
     "terminalbench": "metaopt.benchmarks.catalog:TERMINALBENCH",
     "spreadsheetbench-sample": "metaopt.benchmarks.catalog:SPREADSHEETBENCH_SAMPLE",
     "spreadsheetbench": "metaopt.benchmarks.catalog:SPREADSHEETBENCH",

@@ -83,6 +83,31 @@ class Resources(BaseModel):
     gpus: int = 0
 
 
+class Artifact(BaseModel):
+    """A path the agent leaves for a separate verifier (Harbor's `artifacts` entries): copied out
+    of the agent's container after it stops and into the verifier's at `source`."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    source: str
+    """An absolute path in the agent's container (a file or a directory)."""
+    exclude: list[str] = Field(default_factory=list)
+    """Glob patterns (tar --exclude) left out of a directory."""
+    destination: str | None = None
+    """Where Harbor files it on the host (relative); metaopt's store keeps it by content."""
+
+
+class Collect(BaseModel):
+    """A command run in the agent's container after it stops, before the artifacts are copied
+    out (Harbor's `[[verifier.collect]]`): it snapshots runtime state into files."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    command: str
+    timeout_s: float = 60.0
+    user: str | None = None
+
+
 class Verifier(BaseModel):
     """The fixed verifier: files copied in after the agent stops, and the command that runs them."""
 
@@ -99,6 +124,15 @@ class Verifier(BaseModel):
     """Every process the agent left running is killed before the files are copied in, except,
     when True, processes holding a listening socket and their descendants: the services a
     Terminal-Bench task asked the agent to start, which its tests talk to."""
+    separate: bool = False
+    """Harbor's `environment_mode = "separate"`: the verifier runs in a container of its own
+    (`environment`), which holds only the task's `artifacts` of the agent's container."""
+    environment: Environment | None = None
+    """The separate verifier's environment (its image or build context)."""
+    network: bool = False
+    """Whether the separate verifier's container has a network."""
+    collect: list[Collect] = Field(default_factory=list)
+    """Run in the agent's container after it stops, before the artifacts are copied out."""
 
 
 class Solution(BaseModel):
@@ -135,6 +169,12 @@ class Task(BaseModel):
     verifier: Verifier
     scoring: ScoringKind
     solution: Solution | None = None
+    cheat: Solution | None = None
+    """The task's adversarial solution (Terminal-Bench 3's `cheat/solve.sh`): it must score 0."""
+    artifacts: list[Artifact] = Field(default_factory=list)
+    """What a separate verifier gets of the agent's container (`verifier.separate`)."""
+    healthcheck: Healthcheck | None = None
+    """Run in the agent's container after it starts, before the agent: all retries must pass."""
     resources: Resources = Field(default_factory=Resources)
     network: bool = False
     tags: list[str] = Field(default_factory=list)

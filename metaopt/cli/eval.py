@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import typer
@@ -38,7 +39,7 @@ MODELS_HELP = ("Run the harness agent with this model: provider/model (anthropic
 def eval_cmd(
     benchmark: str = typer.Option(..., "--benchmark", "-b", help="Benchmark name (see `metaopt benchmarks list`)."),
     dataset: Path | None = typer.Option(None, "--dataset", help="Task directory or directory of tasks."),
-    agent: str | None = typer.Option(None, "--agent", help="oracle (the task's own solution) or nop (does nothing); default oracle unless --model is given."),
+    agent: str | None = typer.Option(None, "--agent", help="oracle (the task's own solution), cheat (its cheat/solve.sh: must score 0) or nop (does nothing); default oracle unless --model is given."),
     model: str | None = typer.Option(None, "--model", "-m", help=MODELS_HELP),
     harness: str | None = typer.Option(None, "--harness", help="Harness folder, or the name of a shipped one (baseline, minimal). Default: baseline."),
     base_url: str | None = typer.Option(None, "--base-url", help="Server for openai-compatible/ models (else OPENAI_BASE_URL)."),
@@ -88,16 +89,36 @@ def eval_cmd(
         print(json.dumps(result.to_json()))
     else:
         _print_table(result, db)
+    bad = _failed_run(result)
+    if bad:
+        err.print(f"[red]{bad}[/]")
+        raise typer.Exit(1)
+
+
+def _failed_run(result) -> str | None:
+    """Why the run as a whole failed (exit 1): tasks that could not be loaded, or no trial scored."""
+    invalid = sorted({r.task_id for r in result.rows if r.failure_mode == "task_invalid"})
+    if invalid:
+        return f"{len(invalid)} task(s) could not be loaded ({', '.join(invalid[:5])}): see the notes above"
+    if result.rows and all(r.status == "error" for r in result.rows):
+        return f"every one of the {len(result.rows)} trials errored: no score"
+    return None
+
+
+def _note(text: str) -> str:
+    """The reason, readable: a path's folders above the task's own are dropped, 240 characters."""
+    text = re.sub(r"(?:/[^/\s:]+)+/([^/\s:]+/[^/\s:]+)", r"\1", text)
+    return text if len(text) <= 240 else text[:237] + "..."
 
 
 def _print_table(result, db: Path) -> None:
     t = Table(title=f"{result.run_id}  ({result.benchmark}, agent {result.agent})")
     for c in ("task", "trial", "status", "score", "time", "note"):
-        t.add_column(c)
+        t.add_column(c, overflow="fold")
     colors = {"passed": "green", "failed": "red", "error": "yellow", "timeout": "magenta", "tampered": "bright_red"}
     for r in sorted(result.rows, key=lambda r: (r.task_id, r.attempt)):
         score = "-" if r.score is None else f"{r.score:.2f}"
-        note = (r.error or r.failure_mode or "")[:80]
+        note = _note(r.error or r.failure_mode or "")
         t.add_row(r.task_id, str(r.attempt), f"[{colors.get(r.status, 'white')}]{r.status}[/]",
                   score, f"{r.duration_s or 0:.1f}s", note)
     Console().print(t)

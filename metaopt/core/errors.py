@@ -174,6 +174,11 @@ class CaptureRefused(SandboxError):
     files, too large a writable layer): the agent's doing, recorded as its failure (score 0)."""
 
 
+class ArtifactRefused(SandboxError):
+    """For the task: the artifacts a separate verifier would get are over their size limit: the
+    agent's doing, recorded as its failure (score 0)."""
+
+
 class MountBlocked(SandboxError):
     """For the task: the verifier's container cannot start with the locked toolchain's mounts
     because the agent's files are in the way (`paths`, e.g. a directory at /etc/ld.so.preload):

@@ -85,8 +85,21 @@ class OracleAgent:
         return AgentResult(log=_tail("".join(log)), steps=len(sol.steps))
 
 
+class CheatAgent(OracleAgent):
+    """Runs the task's adversarial solution (Terminal-Bench 3's `cheat/solve.sh`) as the oracle
+    runs its solution: a verifier that passes it is broken (`metaopt benchmarks check`)."""
+
+    name = "cheat"
+
+    def run(self, task: Task, sandbox: Sandbox, timeout_s: float, *, ids: dict[str, str] | None = None) -> AgentResult:
+        if task.cheat is None:
+            return AgentResult(error=f"task {task.id} has no cheat solution (cheat/solve.sh)")
+        return super().run(task.model_copy(update={"solution": task.cheat}), sandbox, timeout_s, ids=ids)
+
+
 AGENTS = Registry("agent", "metaopt.agents", {
     "oracle": "metaopt.evaluation.agents:OracleAgent",
+    "cheat": "metaopt.evaluation.agents:CheatAgent",
     "nop": "metaopt.evaluation.agents:NopAgent",
 }, field="--agent")
 """Reference agents by name (`--agent`); plugins through the `metaopt.agents` entry-point group.

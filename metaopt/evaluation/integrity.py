@@ -37,6 +37,7 @@ from metaopt.core.errors import SandboxError, SandboxUnavailable, VerifierBlocke
 from metaopt.evaluation.capture import capture
 from metaopt.evaluation.runners import locked_plan, recognise, verifier_argv
 from metaopt.evaluation.scope import REWARD_DIR, build_scope
+from metaopt.evaluation.separate import run_collect, separate
 from metaopt.sandbox import forensics as fx
 from metaopt.sandbox.docker_fork import Fork
 from metaopt.sandbox.tamper import MAX_EVIDENCE, Evidence, Scope, scan
@@ -58,8 +59,9 @@ class TrialIntegrity:
     Docker API (LocalSandbox) get none of them: `supported` is False and a note says so."""
 
     def __init__(self, task: Task, sb: Any, *, backend: Any = None, run_id: str = "", spec: Any = None,
-                 recheck: bool = True):
+                 recheck: bool = True, verifier: tuple[str, str] | None = None):
         self.task, self.sb, self.backend, self.run_id, self.spec = task, sb, backend, run_id, spec
+        self.verifier = verifier  # a separate verifier's (image, workdir): evaluation.separate
         self.supported = hasattr(sb, "api") and hasattr(sb, "id")
         self.recheck = recheck and backend is not None and spec is not None
         self.evidence: list[Evidence] = []
@@ -69,8 +71,11 @@ class TrialIntegrity:
         self.judging = "scan" in layers  # evidence makes a trial tampered
         self.isolate = (self.supported and self.recheck and hasattr(backend, "api") and task.scoring in ISOLATED
                         and "isolation" in layers)
+        self.separate = task.verifier.separate  # its own container whatever the layers say
+        if self.separate:
+            self.isolate = self.supported and hasattr(backend, "api")
         if self.isolate:  # decided from the task's format before the agent runs, never after a failure
-            self.report["isolation"] = "full" if recognise(task) else "partial"
+            self.report["isolation"] = "separate" if self.separate else "full" if recognise(task) else "partial"
         self.box: Any = sb  # where the verifier runs: the agent's container, or a fresh one (`fork`)
         self.fork: Fork | None = None
         self._facts: list[str] | None = None
@@ -117,6 +122,9 @@ class TrialIntegrity:
 
     def prepare(self) -> Toolchain | None:
         """Stop the agent's processes, scan, neutralise, recreate the verifier's directories."""
+        if self.separate and not self.isolate:
+            raise VerifierBlocked(Verdict(None, "error", failure_mode="verifier_environment_error",
+                                          error="a separate verifier (environment_mode = 'separate') needs the Docker backend"))
         if not self.supported:
             self.report["checks"].append("integrity checks need the Docker backend: none ran")
             return None
@@ -136,11 +144,13 @@ class TrialIntegrity:
         return tc
 
     def _prepare(self) -> Toolchain:
-        scope, keep = self.scope(), self.task.verifier.keep_services
+        scope, keep = self.scope(), self.task.verifier.keep_services and not self.separate
         tc = self.tc = Toolchain(self.sb, "/.metaopt-none", "")
         try:
             tc = self.tc = Toolchain.install(self.sb)
             self._hijack(tc)
+            if self.separate:  # Harbor's order: snapshots of runtime state before anything is stopped
+                run_collect(self)
             # Stop first: nothing of the agent's may change a file between the scan and the verifier.
             stop = tc.stop_agent_processes(keep_listeners=keep)
         except SandboxUnavailable:
@@ -163,8 +173,10 @@ class TrialIntegrity:
         ignore, pristine, changes = (*scope.ignore, tc.root), None, None
         if self.isolate:  # the verifier gets a fresh container of the agent's files (sandbox.docker_fork)
             fk = self._fork(keep)
-            pristine, changes = fx.Pristine.of(self.sb), fk.changes
+            pristine, changes = (fx.Pristine.of(fk.sb), None) if self.separate else (fx.Pristine.of(self.sb), fk.changes)
             tc = self.tc = fk.tc
+            if self.separate:  # paths and home of the verifier's own image
+                scope = self._scope = build_scope(self.task, self.box)
             ignore = (*ignore, *([self._locked[1].root] if self._locked else []))
         res = scan(self.box, replace(scope, ignore=(*ignore, tc.root)), pristine, changes)
         self.evidence += res.evidence
@@ -180,12 +192,13 @@ class TrialIntegrity:
     def _fork(self, keep: bool) -> Fork:
         """The verifier's fresh container (evaluation.capture); a full plan only with the locked
         toolchain mounted. Raises VerifierBlocked when it cannot be made as designed."""
-        full = self.report["isolation"] == "full"
+        full = self.report["isolation"] == "full" or (self.separate and recognise(self.task) is not None)
         plan, locked, why = locked_plan(self.task, self.backend.api) if full else (None, None, "")
         if full and (plan is None or locked is None):
             raise VerifierBlocked(Verdict(None, "error", failure_mode="toolchain_unavailable",
                                           error=f"the verifier needs the locked toolchain and cannot have it: {why}"))
-        fk = capture(self, keep, locked.mounts() if locked else None)
+        mounts = locked.mounts() if locked else None
+        fk = separate(self, mounts) if self.separate else capture(self, keep, mounts)
         self.fork, self.box = fk, fk.sb
         self._locked = (plan, locked) if plan and locked else None
         self.report["runner"] = plan.kind if plan else "the verifier script is not a recognised runner"
@@ -311,7 +324,7 @@ class TrialIntegrity:
 
     def _recheck(self, verdict: Verdict, rerun: Callable[[Any, TrialIntegrity], Verdict]) -> Verdict:
         try:
-            pv = pristine_verdict(self.task, self.backend, self.spec, self.run_id, rerun)
+            pv = pristine_verdict(self.task, self.backend, self.spec, self.run_id, rerun, self.verifier)
         except SandboxUnavailable:
             raise
         except SandboxError as e:
@@ -364,7 +377,7 @@ def _expected_tests(task: Task) -> dict[str, set[str]]:
 
 
 def pristine_verdict(task: Task, backend: Any, spec: Any, run_id: str,
-                     rerun: Callable[[Any, TrialIntegrity], Verdict]) -> Verdict:
+                     rerun: Callable[[Any, TrialIntegrity], Verdict], verifier: tuple[str, str] | None = None) -> Verdict:
     """The verifier's verdict on a fresh container of the trial's image with no agent, computed
     once per (daemon, image, task, verifier files) and cached: `rerun(sb, integrity)` runs it."""
     key = (id(getattr(backend, "api", backend)), spec.image, task.id, tuple(sorted(_host_digests(task).items())),
@@ -375,7 +388,8 @@ def pristine_verdict(task: Task, backend: Any, spec: Any, run_id: str,
         if not slot:
             with backend.start(spec, run_id=run_id) as sb:
                 sb.exec("mkdir -p /logs/agent /logs/verifier /logs/artifacts", user="root")
-                integ = TrialIntegrity(task, sb, recheck=False)
+                integ = TrialIntegrity(task, sb, recheck=False, backend=backend if task.verifier.separate else None,
+                                       run_id=run_id, spec=spec, verifier=verifier)
                 integ.start()
                 slot.append(rerun(sb, integ))
         return slot[0]

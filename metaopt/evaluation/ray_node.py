@@ -41,7 +41,7 @@ class NodeImageCache(ImageCache):
     """ImageCache whose builds are serialised across every process on the node, so one image
     is built once per node however many trials of its task run there at once."""
 
-    def _build(self, task: Task) -> tuple[str, str, list[ServiceSpec]]:
+    def _build(self, task: Task) -> tuple[str, str, list[ServiceSpec], tuple[str, str] | None]:
         key = hashlib.sha256(f"{task.id}\0{task.environment.context_dir}".encode()).hexdigest()[:24]
         with node_lock(f"image-{key}"):
             return super()._build(task)

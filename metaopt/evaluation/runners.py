@@ -107,7 +107,8 @@ def recognise(task: Task) -> Plan | None:
 
 _SWITCHES = re.compile(r"\b(?:su|runuser|setpriv|sudo|chroot|chown|chgrp|useradd|usermod|userdel|groupadd|"
                        r"setuidgid|capsh|set(?:e|re|res)?[ug]id|initgroups|setgroups|lchown|fchown)\b|"
-                       r"\b(?:pkill|killall)\s+-u\b|\bsudo\b")
+                       r"\b(?:pkill|killall)\s+-u\b|\bsudo\b|"
+                       r"\b(?:user|group|extra_groups)=[\"'\w]")  # subprocess.run(..., user="nobody")
 
 
 def needs_root(task: Task) -> bool:

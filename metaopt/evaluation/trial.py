@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from metaopt.benchmarks.scorers import VerifyContext
-from metaopt.benchmarks.task import Service, Task, TaskLoadError
+from metaopt.benchmarks.task import Environment, Service, Task, TaskLoadError
 from metaopt.core.errors import SandboxError, SandboxUnavailable
 from metaopt.evaluation.agents import Agent, AgentResult
 from metaopt.evaluation.integrity import TrialIntegrity
@@ -38,14 +38,20 @@ class ImageCache:
 
     def get(self, task: Task) -> tuple[str, str]:
         """(image tag, working dir). Raises SandboxError subclasses, cached per task."""
-        image, workdir, _ = self._cached(task)
+        image, workdir, _, _ = self._cached(task)
         return image, workdir
 
     def services(self, task: Task) -> list[ServiceSpec]:
         """The task's other compose services, their images built or resolved (cached per task)."""
         return self._cached(task)[2]
 
-    def _cached(self, task: Task) -> tuple[str, str, list[ServiceSpec]]:
+    def verifier(self, task: Task) -> tuple[str, str] | None:
+        """(image, working dir) of a separate verifier's container, built before any agent runs
+        (an image that cannot build is an environment error, not the agent's failure); None for
+        a verifier that runs where the agent worked."""
+        return self._cached(task)[3]
+
+    def _cached(self, task: Task) -> tuple[str, str, list[ServiceSpec], tuple[str, str] | None]:
         with self._lock:
             lock, slot = self._per_task.setdefault(task.id, (threading.Lock(), []))
         with lock:
@@ -61,8 +67,16 @@ class ImageCache:
             raise value
         return value
 
-    def _build(self, task: Task) -> tuple[str, str, list[ServiceSpec]]:
-        env = task.environment
+    def _build(self, task: Task) -> tuple[str, str, list[ServiceSpec], tuple[str, str] | None]:
+        image, workdir = self._image(task, task.environment, task.id)
+        workdir = task.workdir or workdir
+        own = task.verifier.environment if task.verifier.separate else None
+        verifier = None
+        if own is not None:
+            verifier = (image, workdir) if own == task.environment else self._image(task, own, f"{task.id}-verifier")
+        return image, workdir, [self._service(task, s) for s in task.environment.services], verifier
+
+    def _image(self, task: Task, env: Environment, name: str) -> tuple[str, str]:
         image = None
         if env.image:
             try:
@@ -73,9 +87,8 @@ class ImageCache:
         if image is None:
             if env.context_dir is None:
                 raise SandboxError(f"task {task.id}: its environment names neither an image nor a build context")
-            image = self.backend.build_image(Path(env.context_dir), env.dockerfile, name=task.id)
-        workdir = task.workdir or self.backend.image_workdir(image) or "/"
-        return image, workdir, [self._service(task, s) for s in env.services]
+            image = self.backend.build_image(Path(env.context_dir), env.dockerfile, name=name)
+        return image, self.backend.image_workdir(image) or "/"
 
     def _service(self, task: Task, svc: Service) -> ServiceSpec:
         if not hasattr(self.backend, "start_services"):
@@ -129,8 +142,11 @@ def run_trial(task: Task | TaskLoadError, attempt: int, agent: Agent, *, backend
                                aliases=(task.environment.main_service or "main",))
             sb = stack.enter_context(backend.start(spec, run_id=run_id))
             sb.copy_in(_log_dirs(), "/logs")  # /logs/agent, /logs/verifier, /logs/artifacts (TB layout)
-            integ = TrialIntegrity(task, sb, backend=backend, run_id=run_id, spec=spec)
+            integ = TrialIntegrity(task, sb, backend=backend, run_id=run_id, spec=spec, verifier=images.verifier(task))
             integ.start()  # PID 1 and the main process, before the agent can touch them
+            sick = _unhealthy(task, sb)
+            if sick:
+                return _finish(row, t0, status="error", failure_mode="environment_error", error=f"{task.id}: {sick}")
             a0 = time.monotonic()
             try:
                 result = agent.run(task, sb, task.agent_timeout_s * timeout_multiplier,
@@ -161,6 +177,25 @@ def run_trial(task: Task | TaskLoadError, attempt: int, agent: Agent, *, backend
         status, mode = "timeout", "agent_timeout"
     return _finish(row, t0, score=verdict.score, status=status, failure_mode=mode, error=verdict.error,
                    tests=verdict.tests, rewards=verdict.rewards)
+
+
+def _unhealthy(task: Task, sb: Any) -> str | None:
+    """Harbor's healthcheck before the agent: `retries` consecutive failures after the start
+    period fail the environment (nothing the agent did); None when healthy or none is declared."""
+    hc = task.healthcheck
+    if hc is None:
+        return None
+    grace, fails, last = time.monotonic() + hc.start_period_s, 0, ""
+    while True:
+        r = sb.exec(hc.test[-1], timeout=hc.timeout_s, workdir=task.workdir)
+        if r.ok:
+            return None
+        last = (r.stdout + r.stderr)[-300:]
+        if time.monotonic() >= grace:
+            fails += 1
+            if fails >= hc.retries:
+                return f"the environment's healthcheck failed {fails} times: {last}"
+        time.sleep(hc.interval_s)
 
 
 @functools.cache

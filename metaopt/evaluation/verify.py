@@ -30,7 +30,8 @@ def verify(task: Task, sb: Sandbox, ctx: VerifyContext, integrity: TrialIntegrit
     def scored(steps: TrialIntegrity) -> Verification:
         try:
             tc = steps.prepare()
-            return scorer(task, steps.box, replace(ctx, env={**ctx.env, **steps.env()}, toolchain=tc, check=steps.check_tests,
+            at = task.model_copy(update={"workdir": steps.verifier[1]}) if steps.separate and steps.verifier else task
+            return scorer(at, steps.box, replace(ctx, env={**ctx.env, **steps.env()}, toolchain=tc, check=steps.check_tests,
                                                    command=steps.command(), runner_report=steps.runner_report()))
         except VerifierBlocked as b:  # not run as designed: never a weaker mode (evaluation.capture)
             verdict: Verdict = b.verdict  # type: ignore[assignment]  # core.errors knows no Verdict (layers)

@@ -1,0 +1,86 @@
+"""Terminal-Bench-3-style tasks end to end in real containers: the task CI (`metaopt benchmarks
+check`: oracle passes, nop and cheat fail) on the sample set, the trial record of a separate
+verifier (`isolation: separate`, artifacts with sizes and digests), and the artifacts' copy
+failing closed (sanitized, excluded, capped)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from _docker_fixtures import metaopt
+
+from metaopt.core.errors import ArtifactRefused
+from metaopt.sandbox import docker_artifacts as art
+from metaopt.traces.store import Store
+
+pytestmark = pytest.mark.usefixtures("docker_image")
+SAMPLES = Path(__file__).parents[1] / "metaopt" / "benchmarks" / "samples" / "terminalbench3"
+
+
+def test_task_ci_on_the_sample_set_and_the_separate_trial_record(tmp_path):
+    db = tmp_path / "m.duckdb"
+    p = metaopt("benchmarks", "check", "-b", "terminalbench3-sample", "--db", str(db), "--json")
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-3000:]
+    rows = {r["task"]: r for r in json.loads(p.stdout)["tasks"]}
+    assert sorted(rows) == sorted(d.name for d in SAMPLES.iterdir() if (d / "task.toml").is_file())
+    for task, r in rows.items():
+        assert r["verdict"] == "ok", (task, r)
+        assert (r["oracle"]["score"], r["nop"]["score"], r["cheat"]["score"]) == (1.0, 0.0, 0.0), (task, r)
+    with Store(db) as store:
+        got = [(r["agent"], r["task_id"], r["integrity"]) for r in store.rows("SELECT agent, task_id, integrity FROM trials")]
+    assert len(got) == 3 * len(rows)
+    for agent, task, integrity in got:
+        integ = _json(integrity)
+        assert integ["isolation"] == "separate", (agent, task)
+        assert integ["fork"]["agent_container"] == "killed"
+        arts = {a["source"]: a for a in integ["artifacts"]}
+        assert "/logs/artifacts" in arts
+        if agent == "oracle":
+            assert all(a.get("sha256") and not a.get("missing") for a in arts.values()), (task, arts)
+    cheat = {t: _json(i) for a, t, i in got if a == "cheat"}
+    dist = {a["source"]: a for a in cheat["release-bundle"]["artifacts"]}["/app/dist"]
+    assert dist["skipped"] == 2  # two links out of the artifact: never given to the verifier
+    assert cheat["service-account-setup"]["collect"][0]["exit_code"] != 0  # no account: the hook said so
+
+
+def test_a_task_that_cannot_load_fails_the_run_with_a_readable_reason(tmp_path):
+    data = tmp_path / "tasks"
+    shutil.copytree(SAMPLES / "word-frequency-cli", data / "word-frequency-cli")
+    bad = shutil.copytree(SAMPLES / "word-frequency-cli", data / "two-steps")
+    (bad / "task.toml").write_text((bad / "task.toml").read_text() + '\n[[steps]]\nname = "first"\n')
+    p = metaopt("eval", "-b", "terminalbench", "--dataset", str(data), "--agent", "oracle", "--db", str(tmp_path / "e.duckdb"),
+                env={"COLUMNS": "200", **__import__("os").environ})
+    assert p.returncode == 1, p.stdout[-2000:] + p.stderr[-2000:]
+    assert "two-steps/task.toml: field 'steps': multi-step tasks are not supported" in p.stdout
+    assert "1 task(s) could not be loaded (two-steps)" in p.stderr
+    assert "passed" in p.stdout  # the task that loads still ran
+
+
+def test_artifacts_are_sanitized_excluded_and_capped(make_sandbox):
+    agent, verifier = make_sandbox(), make_sandbox()
+    r = agent.exec("mkdir -p /app/out/sub && echo data > /app/out/a.txt && echo x > /app/out/skip.tmp"
+                   " && ln -s /etc/shadow /app/out/shadow && ln -s ../a.txt /app/out/sub/ok"
+                   " && cp /bin/true /app/out/helper && chmod 4755 /app/out/helper && chown 1234 /app/out/a.txt",
+                   user="root")
+    assert r.ok, r.stderr
+    taken = art.take(agent.api, agent.id, [("/app/out", ["*.tmp"]), ("/app/none", [])])
+    try:
+        out, missing = taken.rows
+        assert missing["missing"] and out["skipped"] == 1 and out["files"] == 2 and len(out["sha256"]) == 64
+        art.put(verifier.api, verifier.id, taken)
+    finally:
+        taken.close()
+    seen = verifier.exec("cd /app/out && find . | sort && stat -c '%n %a %u' a.txt helper && readlink sub/ok",
+                         user="root").stdout.split()
+    # no escaping link, nothing excluded; the setuid bit cleared, owners kept, inner links kept
+    assert seen == [".", "./a.txt", "./helper", "./sub", "./sub/ok", "a.txt", "644", "1234", "helper", "755", "0",
+                    "../a.txt"]
+    with pytest.raises(ArtifactRefused):
+        art.take(agent.api, agent.id, [("/app/out", [])], limit=1000)
+
+
+def _json(v):
+    return v if isinstance(v, dict) else json.loads(v)
