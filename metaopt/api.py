@@ -17,9 +17,6 @@ if TYPE_CHECKING:
     from metaopt.evaluation.runner import EvalResult
     from metaopt.export import ExportResult
     from metaopt.meta_agent.config import RunConfig
-    from metaopt.meta_agent.experiment import Plan
-    from metaopt.meta_agent.optimize import Experiment
-    from metaopt.meta_agent.records import ExperimentRecord
     from metaopt.meta_agent.report import RunReport
     from metaopt.task_agent.harness import Harness
     from metaopt.traces.store import Store
@@ -118,32 +115,18 @@ def finish_eval(agent: Any) -> None:
 def run_experiment(config: RunConfig, *, harness: str | Path = "minimal", store: Store | None = None,
                    backend: Any = None, tasks: list[Task | TaskLoadError] | None = None) -> RunReport:
     """Optimize `harness` as `metaopt run` does: propose revisions from traces, keep only what the
-    gate accepts, then score the sealed test split once. Returns the run's report."""
-    from metaopt.meta_agent.experiment import plan_experiment
-    from metaopt.traces.tracing import Tracing
+    gate accepts, then score the sealed test split once. Returns the run's report. The run is put
+    together as the CLI's is (meta_agent.parts.assemble): `config`'s executor and proposer, the
+    Docker backend unless `backend`, the store at ./.metaopt/metaopt.duckdb unless `store`."""
+    from metaopt.meta_agent.experiment import open_experiment, plan_experiment
+    from metaopt.meta_agent.parts import assemble
 
     plan = plan_experiment(config, str(harness), tasks)
-    own = store is None
-    store = open_store() if store is None else store
-    tracing = Tracing.for_store(store)
+    parts = assemble(config, DEFAULT_DB if store is None else store, backend=backend)
     try:
-        return open_experiment(plan, store=store, backend=backend, tracing=tracing).run()
+        return open_experiment(plan, parts).run()
     finally:
-        tracing.shutdown()
-        if own:
-            store.close()
-
-
-def open_experiment(plan: Plan | ExperimentRecord, *, store: Store, backend: Any = None, **hooks: Any) -> Experiment:
-    """The start-up `run_experiment` and `metaopt run` share: a new experiment recorded from `plan`
-    (meta_agent.experiment.plan_experiment), or the interrupted one `plan` is the record of
-    (find_experiment), ready to run. `hooks`: tracing, executor, on_trial, on_event."""
-    from metaopt.meta_agent.experiment import Plan, resume_experiment, start_experiment
-
-    backend = backend or docker_backend()
-    if isinstance(plan, Plan):
-        return start_experiment(plan, store=store, backend=backend, **hooks)
-    return resume_experiment(plan, store=store, backend=backend, **hooks)
+        parts.close()
 
 
 def export(candidate: str, format: str, out: str | Path, *, db: str | Path = DEFAULT_DB,

@@ -59,24 +59,9 @@ RAY_ADDRESS_HELP = "The Ray cluster for --executor ray: the head's host:port (de
 def backend(image_map: Path | None = None, executor: str = "local"):
     """The Docker backend (checked now: no daemon is one line, exit 2). With --executor ray the
     nodes have the daemons: without one here, only the image map is kept (for the nodes)."""
-    from types import SimpleNamespace
+    from metaopt.meta_agent.parts import sandbox_backend
 
-    from metaopt.core.errors import SandboxUnavailable
-    from metaopt.sandbox.docker import DockerBackend
-    from metaopt.sandbox.images import ImageMap
-
-    try:
-        imap = ImageMap.load(image_map)
-    except (OSError, ValueError) as e:
-        raise UserError(str(e), field="--image-map") from None
-    try:
-        b = DockerBackend(image_map=imap)
-        b.ping()
-    except SandboxUnavailable:
-        if executor == "local":
-            raise
-        return SimpleNamespace(image_map=imap, prune=lambda *a, **k: {})
-    return b
+    return sandbox_backend(executor, image_map)
 
 
 def executor_for(name: str, ray_address: str | None, docker: Any):

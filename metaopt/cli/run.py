@@ -14,15 +14,12 @@ from metaopt.cli.common import (
     EXECUTOR_HELP,
     GPUS_HELP,
     RAY_ADDRESS_HELP,
-    backend,
     build,
     err,
-    executor_for,
     fail,
     progress,
     sigterm_as_interrupt,
     split_ids,
-    tracing,
 )
 from metaopt.meta_agent.config import default
 
@@ -30,9 +27,13 @@ if TYPE_CHECKING:
     from metaopt.meta_agent.report import RunReport
 
 FLAGS = {"time_limit_s": "--time-limit", "split": "--split", "bilevel": "--bilevel-set", "gate": "--gate-set"}
+PARAMS = {"time_limit_s": "time_limit"}
+"""RunConfig fields whose option's parameter has another name."""
 
 
 def run_cmd(
+    ctx: typer.Context,
+    config: list[str] | None = typer.Option(None, "--config", "-c", help="A preset: a YAML file of RunConfig fields (and harness), or KEY=VALUE for one field (dotted for a nested one: gate.alpha=0.1); repeatable, later ones win, flags given here win over both."),
     benchmark: str | None = typer.Option(None, "--benchmark", "-b", help="Benchmark name (not needed with --resume)."),
     dataset: Path | None = typer.Option(None, "--dataset", help="Task directory or directory of tasks."),
     tasks: str | None = typer.Option(None, "--tasks", help="Comma-separated task ids to run on (then split as usual; default: all)."),
@@ -68,15 +69,14 @@ def run_cmd(
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object at the end."),
 ) -> None:
     """Optimize a harness: propose revisions from traces, keep only what the gate accepts."""
-    from metaopt.api import open_experiment
     from metaopt.core.errors import UserError
-    from metaopt.meta_agent.config import RunConfig
-    from metaopt.meta_agent.experiment import find_experiment, plan_experiment
+    from metaopt.meta_agent.config import RunConfig, load_presets, merged
+    from metaopt.meta_agent.experiment import find_experiment, open_experiment, plan_experiment
+    from metaopt.meta_agent.parts import assemble
     from metaopt.meta_agent.search.bilevel.config import BilevelConfig
     from metaopt.meta_agent.sequential import SequentialRule
     from metaopt.meta_agent.splits import parse_split
     from metaopt.meta_agent.staged import preflight
-    from metaopt.traces.store import Store
 
     sigterm_as_interrupt()  # first: a SIGTERM at any point takes the Ctrl-C path
     if resume:
@@ -89,43 +89,44 @@ def run_cmd(
         if ray_address:  # the cluster may have a new head since
             cfg = cfg.model_copy(update={"executor": "ray", "ray_address": ray_address})
     else:
-        if not benchmark or not model:
-            raise UserError("--benchmark and --model are required (or --resume EXPERIMENT)")
-        cfg = build(RunConfig, FLAGS, benchmark=benchmark, dataset=str(dataset) if dataset else None,
-                    tasks=split_ids(tasks), model=model, meta_model=meta_model, strategy=strategy, trials=trials,
-                    seed=seed, split=parse_split(split), budget_usd=budget_usd, max_trials=max_trials,
-                    max_iterations=max_iterations, time_limit_s=time_limit, target_score=target_score,
-                    plateau=plateau, allow_model_changes=allow_model_changes, reviewer=reviewer, canary=canary, concurrency=concurrency,
-                    parallel=parallel,
-                    base_url=base_url, gpus=gpus, executor=executor, ray_address=ray_address,
-                    bilevel={"level2_model": level2_model, **parse_sets(bilevel_set, BilevelConfig, "--bilevel-set")},
-                    gate=parse_sets(gate_set, SequentialRule, "--gate-set"))
+        preset = load_presets(config or [])
+        harness = harness if _given(ctx, "harness") else preset.get("harness", harness)
+        fields = {"benchmark": benchmark, "dataset": str(dataset) if dataset else None, "tasks": split_ids(tasks),
+                  "model": model, "meta_model": meta_model, "strategy": strategy, "trials": trials, "seed": seed,
+                  "split": parse_split(split), "budget_usd": budget_usd, "max_trials": max_trials,
+                  "max_iterations": max_iterations, "time_limit_s": time_limit, "target_score": target_score,
+                  "plateau": plateau, "allow_model_changes": allow_model_changes, "reviewer": reviewer,
+                  "canary": canary, "concurrency": concurrency, "parallel": parallel, "base_url": base_url,
+                  "gpus": gpus, "executor": executor, "ray_address": ray_address}
+        given = {f: v for f, v in fields.items() if _given(ctx, PARAMS.get(f, f))}  # over the presets
+        bilevel = {**({"level2_model": level2_model} if _given(ctx, "level2_model") else {}),
+                   **parse_sets(bilevel_set, BilevelConfig, "--bilevel-set")}
+        gate = parse_sets(gate_set, SequentialRule, "--gate-set")
+        values = merged({k: v for k, v in preset.items() if k != "harness"},
+                        {**given, **({"bilevel": bilevel} if bilevel else {}), **({"gate": gate} if gate else {})})
+        if not values.get("benchmark") or not values.get("model"):
+            raise UserError("--benchmark and --model are required (or --resume EXPERIMENT, or a -c preset naming them)")
+        cfg = build(RunConfig, FLAGS, **values)
     check_meta_model(cfg.meta_model)
     check_model(cfg.model, cfg.base_url)
     check_strategy(cfg.strategy)
     check_level2_model(cfg.bilevel.level2_model)
     plan = None if resume else plan_experiment(cfg, harness)  # every check before the store is touched
-    docker = backend(None, cfg.executor)
-    runner = executor_for(cfg.executor, cfg.ray_address, docker)
     bar_view = progress("trials", transient=True)
     bar = bar_view.add_task("trials", total=None, last="")
-    store = Store(db)
-    trace = tracing(store)
-    hooks = {"backend": docker, "tracing": trace, "executor": runner, "on_trial": lambda r: bar_view.update(
-        bar, advance=1, last=f"{r.split} {r.task_id}: {r.status}"),
-        "on_event": lambda line: bar_view.console.print(line, highlight=False, markup=False)}
+    parts = assemble(cfg, db, on_trial=lambda r: bar_view.update(bar, advance=1, last=f"{r.split} {r.task_id}: {r.status}"),
+                     on_event=lambda line: bar_view.console.print(line, highlight=False, markup=False))
     try:
-        experiment = open_experiment(record if plan is None else plan, store=store, **hooks)
+        experiment = open_experiment(record if plan is None else plan, parts)
     except BaseException as e:
-        trace.shutdown()
-        store.close()
+        parts.close()
         if isinstance(e, KeyboardInterrupt):
             err.print("interrupted before the experiment started")
             raise typer.Exit(130)
         raise
     splits = experiment.splits
     if baseline_from is not None and plan is not None:
-        _seed_baseline(store, trace, baseline_from, experiment.id, splits["train"], cfg)
+        _seed_baseline(parts.store, parts.tracing, baseline_from, experiment.id, splits["train"], cfg)
     n = preflight(splits, cfg.trials, cfg.gate)
     err.print(f"experiment {experiment.id}: train {len(splits['train'])}, validation {len(splits['validation'])}, "
               f"test {len(splits['test'])} tasks (sealed); pre-flight: baseline {n['baseline']} trials, "
@@ -137,9 +138,14 @@ def run_cmd(
         err.print(f"interrupted: resume with `metaopt run --resume {experiment.id} --db {db}`")
         raise typer.Exit(130)
     finally:
-        trace.shutdown()
-        store.close()
+        parts.close()
     _show(result, as_json)
+
+
+def _given(ctx: typer.Context, param: str) -> bool:
+    """Whether option `param` was given (on the command line or from the environment), not defaulted."""
+    source = ctx.get_parameter_source(param)  # typer's own click: compared by name
+    return source is not None and source.name not in ("DEFAULT", "DEFAULT_MAP")
 
 
 def _seed_baseline(store, trace, job_dir: Path, experiment_id: str, train: list[str], cfg) -> None:

@@ -1,12 +1,16 @@
 """RunConfig: everything an experiment is started with. Stored in `experiments.config` and reused
-as it was by `--resume`. The CLI's defaults are these fields' defaults (defined once, here)."""
+as it was by `--resume`. The CLI's defaults are these fields' defaults (defined once, here).
+Presets (`metaopt run -c preset.yaml -c key=value`) are these fields in YAML (load_presets)."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from metaopt.core.errors import UserError
 from metaopt.meta_agent.search.bilevel.config import BilevelConfig
 from metaopt.meta_agent.sequential import SequentialRule
 
@@ -90,3 +94,74 @@ class RunConfig(BaseModel):
 def default(field: str):
     """The default of RunConfig.`field` (the CLI uses it so that defaults live in one place)."""
     return RunConfig.model_fields[field].default
+
+
+PRESET_ONLY = ("harness",)
+"""Keys a preset may hold besides RunConfig's fields: the starting harness (`--harness`)."""
+
+
+def load_presets(items: list[str]) -> dict[str, Any]:
+    """`metaopt run -c ...` values merged in order, later ones winning (nested settings such as
+    `gate` and `bilevel` merge key by key): a YAML file of RunConfig fields (and `harness`), or
+    KEY=VALUE, the value read as YAML and a dotted key reaching into a nested setting
+    (`gate.alpha=0.1`). Each is checked on its own: a bad one is one UserError naming the file or
+    the key and the field."""
+    out: dict[str, Any] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if sep and key.strip() and "/" not in key and not Path(item).exists():
+            source, data = "-c", _dotted(key.strip(), value)
+        else:
+            source, data = item, _preset_file(Path(item))
+        _check(data, source)
+        out = merged(out, data)
+    return out
+
+
+def _dotted(key: str, value: str) -> dict[str, Any]:
+    try:
+        data: Any = yaml.safe_load(value)
+    except yaml.YAMLError:
+        raise UserError(f"cannot read the value {value!r}", field="-c") from None
+    for part in reversed(key.split(".")):
+        data = {part: data}
+    return data
+
+
+def _preset_file(path: Path) -> dict[str, Any]:
+    try:
+        data = yaml.safe_load(path.read_text())
+    except FileNotFoundError:
+        raise UserError("no such preset file (a -c value is a YAML file or KEY=VALUE)", field=str(path)) from None
+    except OSError as e:
+        raise UserError(f"cannot read the preset: {e.strerror or e}", field=str(path)) from None
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f" (line {mark.line + 1})" if mark is not None else ""
+        raise UserError(f"not YAML{where}: {getattr(e, 'problem', None) or e}", field=str(path)) from None
+    if not isinstance(data, dict):
+        raise UserError("a preset is a mapping of RunConfig fields (e.g. `trials: 2`)", field=str(path))
+    return data
+
+
+def _check(data: dict[str, Any], source: str) -> None:
+    """`data`'s fields are RunConfig's, with valid values (the required ones stood in for)."""
+    fields = {k: v for k, v in data.items() if k not in PRESET_ONLY}
+    try:
+        RunConfig.model_validate({"benchmark": "-", "model": "-", **fields})
+    except ValidationError as e:
+        first = e.errors()[0]
+        loc = ".".join(map(str, first["loc"]))
+        msg = "not a RunConfig field" if first["type"] == "extra_forbidden" else first["msg"]
+        raise UserError(f"{loc}: {msg.removeprefix('Value error, ')}", field=source) from None
+    for k in PRESET_ONLY:
+        if k in data and not isinstance(data[k], str):
+            raise UserError(f"{k}: expected a string", field=source)
+
+
+def merged(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
+    """`b` over `a`, nested mappings merged key by key."""
+    out = dict(a)
+    for k, v in b.items():
+        out[k] = merged(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
