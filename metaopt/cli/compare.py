@@ -23,7 +23,7 @@ def compare_cmd(a: str = typer.Argument(..., help="A: a run id, an experiment (i
                 db: Path = STORE,
                 as_json: bool = typer.Option(False, "--json", help="Print the comparison as one JSON object.")) -> None:
     """Compare B with A task by task: each task's score is the mean of its scored trials (errored
-    trials are left out and counted), tasks scored on one side only are listed and left out of the
+    trials are left out and counted), tasks not scored on both sides are listed and left out of the
     test; the test is the gate's exact stratified test, two-sided. Prints the per-task table, the
     paired summary and a one-line verdict. A name that matches nothing: one line, exit 2."""
     from metaopt.core.errors import UserError
