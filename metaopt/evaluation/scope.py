@@ -6,19 +6,22 @@ from __future__ import annotations
 import ast
 import re
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from metaopt.benchmarks.task import Task
 from metaopt.core.errors import SandboxError
 from metaopt.sandbox import forensics as fx
 from metaopt.sandbox.tamper import Scope
 
+if TYPE_CHECKING:
+    from metaopt.sandbox.docker_sandbox import DockerSandbox
+
 REWARD_DIR = "/logs/verifier"
 VERIFIER_PACKAGES = {"spreadsheet": ("openpyxl", "et_xmlfile")}
 """Python packages a scorer's in-sandbox verifier imports, by scoring (judged like pytest's own)."""
 
 
-def build_scope(task: Task, sb: Any) -> Scope:
+def build_scope(task: Task, sb: DockerSandbox) -> Scope:
     """The verifier's view: PATH, PYTHONPATH and HOME from the container's configuration (which the
     agent cannot change), else HOME from the image's own /etc/passwd (the agent can edit the
     container's)."""
@@ -42,7 +45,7 @@ def build_scope(task: Task, sb: Any) -> Scope:
                                           for d in re.split(r"[\s,]+", env.get(k, "")) if d.startswith("/"))})))
 
 
-def _home(sb: Any, user: str) -> str:
+def _home(sb: DockerSandbox, user: str) -> str:
     text = fx.Pristine.of(sb).entry("/etc/passwd", limit=1 << 20).text
     for line in text.splitlines():
         f = line.split(":")

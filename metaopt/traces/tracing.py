@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from metaopt.task_agent.messages import ToolCallPart, ToolResultPart
 from metaopt.task_agent.tools import ToolOutcome
@@ -13,6 +13,9 @@ from metaopt.traces.exporter import DuckDBSpanExporter
 from metaopt.traces.instrument import AgentSpanHandle, TracedModel, agent_span, tool_span
 from metaopt.traces.otel import get_tracer, make_tracer_provider
 from metaopt.traces.store import Store
+
+if TYPE_CHECKING:
+    from metaopt.task_agent.models.base import Model
 
 
 class Tracing:
@@ -26,7 +29,7 @@ class Tracing:
     def for_store(cls, store: Store) -> Tracing:
         return cls(make_tracer_provider(exporters=[DuckDBSpanExporter(store)]))
 
-    def wrap(self, model: Any) -> tuple[TracedModel, Callable]:
+    def wrap(self, model: Model) -> tuple[TracedModel, Callable]:
         """(the model as a traced model, a call wrapper for TaskAgent(wrap_call=...))."""
         tracer = self.tracer
 

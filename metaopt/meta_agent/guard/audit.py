@@ -21,10 +21,13 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass
 from statistics import mean
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from metaopt.benchmarks.task import Task
 from metaopt.meta_agent.guard_lint import contains_token
+
+if TYPE_CHECKING:
+    from metaopt.traces.store import Store
 
 SHARE = 0.8  # of the total gain
 MOST = 2  # tasks
@@ -80,7 +83,7 @@ def concentrated(parent: dict[str, float], child: dict[str, float], share: float
     return top if sum(gains[t] for t in top) >= share * total else []
 
 
-def audit(store: Any, experiment_id: str, tasks: list[Task]) -> list[Flag]:
+def audit(store: Store, experiment_id: str, tasks: list[Task]) -> list[Flag]:
     """Flags on every accepted candidate of the experiment, over its train trials."""
     from metaopt.meta_agent import records
     from metaopt.meta_agent.guard.similarity import TaskIndex

@@ -16,10 +16,13 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from metaopt.benchmarks.task import Task
 from metaopt.core.errors import MetaoptError
+
+if TYPE_CHECKING:
+    from metaopt.task_agent.models.base import Model
 
 SYSTEM = """You review edits to the harness of an AI agent (its prompts and tool descriptions) before the \
 agent is scored on a benchmark. General advice is allowed: how to work, which tools to use, how to \
@@ -58,7 +61,7 @@ def prompt(tasks: list[Task], added: str) -> str:
 
 
 class Reviewer:
-    def __init__(self, model: Any, *, max_tokens: int = 400):
+    def __init__(self, model: Model, *, max_tokens: int = 400):
         """`model`: a registered model name (`local/qwen2.5-coder-1.5b`, `fake/script:PATH`, ...) or a Model."""
         from metaopt.task_agent.models import get_model
 

@@ -23,9 +23,12 @@ import json
 import re
 import uuid
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from metaopt.task_agent.messages import Message, ModelResponse, ModelSettings, TextPart, ToolCallPart, ToolSpec
+
+if TYPE_CHECKING:
+    from metaopt.task_agent.models.base import Model
 
 _FENCE = re.compile(r"```[ \t]*(json|tool_call|tool|)[ \t]*\r?\n(.*?)(?:\r?\n[ \t]*```|\Z)", re.DOTALL | re.IGNORECASE)
 _TAGS = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|\Z)", re.DOTALL)
@@ -143,7 +146,7 @@ def with_text_calls(response: ModelResponse, tools: list[ToolSpec]) -> ModelResp
 class TextToolCalls:
     """Any Model, with tool calls written in its text recovered (see `with_text_calls`)."""
 
-    def __init__(self, model: Any):
+    def __init__(self, model: Model):
         self.model, self.name, self.provider = model, model.name, model.provider
 
     def generate(self, messages: list[Message], tools: list[ToolSpec],

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from metaopt.meta_agent.search.bilevel.config import BilevelConfig
     from metaopt.meta_agent.search.bilevel.live import Registry
     from metaopt.meta_agent.search.bilevel.snapshot import Snapshot
+    from metaopt.task_agent.models.base import Model
     from metaopt.traces.store import Store
 
 
@@ -42,14 +43,14 @@ class BilevelSearch(Protocol):
     proposer: dict[str, Any]
     params: dict[str, Any]
     model: Any
-    """The Level-2 model client (None: Level 2 is off)."""
+    """The Level-2 model client (a Model; the round runs only when it is set)."""
     trial: str | None
     plan: dict[str, Any] | None
 
     def snap(self) -> Snapshot: ...
 
 
-def level2_model(exp: SearchView) -> tuple[Any, str]:
+def level2_model(exp: SearchView) -> tuple[Model | None, str]:
     """(the Level-2 model or None, what the run says about Level 2)."""
     name = exp.cfg.bilevel.level2_model
     if name == "none":

@@ -19,7 +19,7 @@ import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -28,6 +28,9 @@ from metaopt.meta_agent.search.bilevel.static import Step
 from metaopt.meta_agent.search.mechanisms import MECHANISMS, builtin_source, protocol_source
 from metaopt.meta_agent.search.mechanisms.protocol import HOOKS, NAME, OPTIONAL, REQUIRED
 from metaopt.task_agent.messages import Message, ModelSettings
+
+if TYPE_CHECKING:
+    from metaopt.task_agent.models.base import Model
 
 SYSTEM = """You are Level 2 of a bilevel harness optimizer. The inner loop proposes revisions of an agent's
 harness (prompts, tools, routing, limits) and a statistical gate keeps a revision only if the validation
@@ -177,7 +180,7 @@ def spec_mismatch(spec: MechanismSpec, steps: list[Step]) -> str | None:
 MAX_TOKENS = {"explore": 700, "critique": 600, "specify": 700, "generate": 2500}
 
 
-def run_session(model: Any, record: str, proposer: dict[str, Any], static: Callable[[str], list[Step]],
+def run_session(model: Model, record: str, proposer: dict[str, Any], static: Callable[[str], list[Step]],
                 *, max_tokens: dict[str, int] | None = None) -> Session:
     """One Level-2 conversation; `static(source)` runs the ladder's static steps."""
     from metaopt.meta_agent.search.mechanisms.protocol import ALLOWED_IMPORTS
