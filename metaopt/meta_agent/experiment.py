@@ -113,6 +113,9 @@ def _resumed(record: ExperimentRecord, parts: Parts, tasks: list | None = None) 
         raise StoreError(f"experiment {record.experiment_id} is finished; nothing to resume")
     executor = parts.executor  # a cluster's containers are on its nodes: each node cleans its own
     for run_id in records.unfinished_runs(parts.store, record.experiment_id):
-        (executor.cleanup if executor is not None else parts.backend.prune)(run_id)
+        if executor is not None:
+            executor.cleanup(run_id)
+        elif parts.backend is not None:
+            parts.backend.prune(run_id)
     return Experiment(cfg, record.experiment_id, load_tasks(cfg) if tasks is None else tasks, record.splits, None,
                       parts)

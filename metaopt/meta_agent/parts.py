@@ -21,7 +21,9 @@ if TYPE_CHECKING:
     from metaopt.evaluation.runner import Executor
     from metaopt.meta_agent.config import RunConfig
     from metaopt.meta_agent.proposers import Proposer
+    from metaopt.sandbox.base import Backend
     from metaopt.traces.store import Store
+    from metaopt.traces.tracing import Tracing
 
 
 def _quiet(_: Any) -> None:
@@ -34,9 +36,10 @@ class Parts:
     store when it opened that too); parts handed in are left to whoever made them."""
 
     store: Store
-    backend: Any
-    """The sandbox backend (sandbox.docker.DockerBackend, LocalBackend, ...)."""
-    tracing: Any = None
+    backend: Backend | None
+    """The sandbox backend (sandbox.docker.DockerBackend, LocalBackend, ...); None only where no
+    trial runs here (a cluster's nodes have the daemons)."""
+    tracing: Tracing | None = None
     """traces.tracing.Tracing for the store; None: trials and proposals record no spans."""
     executor: Executor | None = None
     """Where trials run; None: run_eval's local thread pool."""
@@ -77,9 +80,9 @@ def sandbox_backend(executor: str = "local", image_map: Path | None = None) -> A
     return b
 
 
-def assemble(cfg: RunConfig, store: Store | Path, *, backend: Any = None, executor: Any = None, tracing: Any = None,
-             proposer: Proposer | None = None, on_event: Callable[[str], None] = _quiet,
-             on_trial: Callable[[TrialResult], None] = _quiet) -> Parts:
+def assemble(cfg: RunConfig, store: Store | Path, *, backend: Backend | None = None, executor: Executor | None = None,
+             tracing: Tracing | None = None, proposer: Proposer | None = None,
+             on_event: Callable[[str], None] = _quiet, on_trial: Callable[[TrialResult], None] = _quiet) -> Parts:
     """The one place a run of `cfg` is put together, for `metaopt run` and metaopt.run_experiment:
     the sandbox backend (sandbox_backend, checked now), the executor cfg names, the proposer of
     cfg.meta_model, then the store (opened here when `store` is a path: after every check, so a
