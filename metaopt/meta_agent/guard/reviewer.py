@@ -61,7 +61,7 @@ def prompt(tasks: list[Task], added: str) -> str:
 
 
 class Reviewer:
-    def __init__(self, model: Model, *, max_tokens: int = 400):
+    def __init__(self, model: str | Model, *, max_tokens: int = 400):
         """`model`: a registered model name (`local/qwen2.5-coder-1.5b`, `fake/script:PATH`, ...) or a Model."""
         from metaopt.task_agent.models import get_model
 

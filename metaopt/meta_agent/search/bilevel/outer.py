@@ -21,6 +21,7 @@ from typing import Any
 
 from metaopt.core.errors import HostStartError, SandboxError
 from metaopt.meta_agent.ledger import diff
+from metaopt.meta_agent.proposers.base import Revision
 from metaopt.meta_agent.records import Candidate, CandidateView
 from metaopt.meta_agent.search.bilevel import generate, judge, level15
 from metaopt.meta_agent.search.bilevel.areas import changes
@@ -118,7 +119,7 @@ class BilevelSearch:
         text = "\n".join(f"- ({m.name if m else 'level-1.5'}) {t}" for m, _, t in self._pending)
         return text or None
 
-    def filter(self, revision: Any, parent: Candidate | CandidateView, cid: str) -> str | None:
+    def filter(self, revision: Revision, parent: Candidate | CandidateView, cid: str) -> str | None:
         self._flush(None)
         it = self.iteration
         areas, kinds = changes(parent.harness, revision.harness)

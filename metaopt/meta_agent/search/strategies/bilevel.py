@@ -5,11 +5,15 @@ drop revisions before they cost trials. The work is in meta_agent/search/bilevel
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from metaopt.meta_agent.records import CandidateView
 from metaopt.meta_agent.search.view import SearchView
 from metaopt.task_agent.harness import Harness
+
+if TYPE_CHECKING:
+    from metaopt.meta_agent.search.bilevel.outer import BilevelSearch
+    from metaopt.meta_agent.search.strategies import Strategy
 
 
 class Bilevel:
@@ -18,10 +22,10 @@ class Bilevel:
     def __init__(self) -> None:
         from metaopt.meta_agent.search.strategies.greedy import Greedy
 
-        self.base: Any = Greedy()
-        self.search: Any = None
+        self.base: Strategy = Greedy()
+        self.search: BilevelSearch | None = None
 
-    def bind(self, experiment: SearchView) -> Any:
+    def bind(self, experiment: SearchView) -> BilevelSearch:
         """Attach to the experiment's read-only view (called once by the loop): returns the outer
         loop's hooks."""
         from metaopt.meta_agent.search.bilevel.outer import BilevelSearch

@@ -5,22 +5,26 @@ unconditionally."""
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from metaopt.meta_agent.search.view import SearchView
 
+if TYPE_CHECKING:
+    from metaopt.meta_agent.proposers.base import Revision
+    from metaopt.meta_agent.records import Candidate, CandidateView
+
 
 class Search(Protocol):
-    def begin(self, iteration: int, views: list) -> None:
+    def begin(self, iteration: int, views: list[CandidateView], /) -> None:
         """Start of an iteration, before the parent is picked."""
 
-    def guidance(self, parent: Any) -> str | None:
+    def guidance(self, parent: CandidateView, /) -> str | None:
         """Text for the proposer's prompt (None: nothing)."""
 
-    def filter(self, revision: Any, parent: Any, cid: str) -> str | None:
+    def filter(self, revision: Revision, parent: Candidate | CandidateView, cid: str, /) -> str | None:
         """Why to drop `revision` before any trial (None: keep)."""
 
-    def on_result(self, candidate: Any) -> None:
+    def on_result(self, candidate: Candidate, /) -> None:
         """`candidate`'s final decision is known."""
 
     def active(self) -> list[str]:
@@ -33,16 +37,16 @@ class Search(Protocol):
 
 
 class NoSearch:
-    def begin(self, iteration: int, views: list) -> None:
+    def begin(self, iteration: int, views: list[CandidateView]) -> None:
         pass
 
-    def guidance(self, parent: Any) -> None:
+    def guidance(self, parent: CandidateView) -> None:
         return None
 
-    def filter(self, revision: Any, parent: Any, cid: str) -> None:
+    def filter(self, revision: Revision, parent: Candidate | CandidateView, cid: str) -> None:
         return None
 
-    def on_result(self, candidate: Any) -> None:
+    def on_result(self, candidate: Candidate) -> None:
         pass
 
     def active(self) -> list[str]:
@@ -55,6 +59,6 @@ class NoSearch:
         pass
 
 
-def bind_search(strategy: Any, view: SearchView) -> Any:
+def bind_search(strategy: Any, view: SearchView) -> Search:
     bind = getattr(strategy, "bind", None)
     return bind(view) if bind else NoSearch()
