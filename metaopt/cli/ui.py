@@ -77,9 +77,9 @@ def experiments_cmd(db: Path = DB, as_json: bool = JSON) -> None:
 def experiment_cmd(experiment: str = typer.Argument(..., help="Experiment id."), db: Path = DB,
                    diff: bool = typer.Option(False, "--diff", help="Also print each candidate's diff."), as_json: bool = JSON) -> None:
     """Candidates of an experiment: status, proposer, rationale, gate decisions, scores, diffs."""
-    from metaopt.explorer.queries import experiment as view
+    from metaopt.explorer.queries import experiment as experiment_view
 
-    data = view(db, lambda s: view(s, experiment))
+    data = view(db, lambda s: experiment_view(s, experiment))
     if as_json:
         return print_json(data)
     for c in data["candidates"]:
@@ -115,9 +115,9 @@ def matrix_cmd(experiment: str | None = typer.Argument(None, help="Experiment id
 
 def spans_cmd(trial: str = typer.Argument(..., help="Trial id."), db: Path = DB, as_json: bool = JSON) -> None:
     """A trial's span waterfall: start offset, duration, tokens and status of every span."""
-    from metaopt.explorer.queries import trial as view
+    from metaopt.explorer.queries import trial as trial_view
 
-    data = view(db, lambda s: view(s, trial, cut=0))["spans"]
+    data = view(db, lambda s: trial_view(s, trial, cut=0))["spans"]
     if as_json:
         return print_json(data)
     depth: dict[str, int] = {}
