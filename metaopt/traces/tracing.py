@@ -15,13 +15,15 @@ from metaopt.traces.otel import get_tracer, make_tracer_provider
 from metaopt.traces.store import Store
 
 if TYPE_CHECKING:
+    from opentelemetry.sdk.trace import TracerProvider
+
     from metaopt.task_agent.models.base import Model
 
 
 class Tracing:
     """Everything one process needs to trace episodes into its store."""
 
-    def __init__(self, provider: Any):
+    def __init__(self, provider: TracerProvider):
         self.provider = provider
         self.tracer = get_tracer(provider)
 

@@ -48,7 +48,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from functools import partial
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel
 
@@ -63,6 +63,9 @@ from metaopt.task_agent.messages import Message, ModelSettings, ToolCallPart, To
 from metaopt.task_agent.models import get_model
 from metaopt.task_agent.models.base import CONTEXT_OVERFLOW, Model
 from metaopt.task_agent.models.toolcall_text import INVALID
+
+if TYPE_CHECKING:
+    from metaopt.task_agent.models.base import Model
 
 PROMPT = Path(__file__).with_name("llm_prompt.md")
 COMPACT_PROMPT = Path(__file__).with_name("llm_prompt_compact.md")
@@ -125,7 +128,7 @@ class LLMProposer:
             episode.finish(run["usage"], run["outcome"], cost_usd=run["usd"])
         return rev
 
-    def _run(self, parent: Harness, evidence: Evidence, tried: set[str], model: Any, trace_id: str | None,
+    def _run(self, parent: Harness, evidence: Evidence, tried: set[str], model: Model, trace_id: str | None,
              wrap: Wrap) -> Revision | None:
         p = self.profile
         say = evidence.on_event or self.on_event

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from metaopt.meta_agent.config import RunConfig
 from metaopt.meta_agent.ledger import Ledger
@@ -18,12 +18,15 @@ from metaopt.meta_agent.records import Candidate, CandidateScores, GateDecision
 from metaopt.sandbox.base import Backend
 from metaopt.traces.store import Store
 
+if TYPE_CHECKING:
+    from metaopt.meta_agent.proposers.base import Proposer
+
 
 @dataclass(frozen=True)
 class SearchView:
     experiment_id: str
     cfg: RunConfig
-    proposer: Any
+    proposer: Proposer
     """The proposer (its name, takes_guidance, areas, model, last_run, opening are read)."""
     backend: Backend | None
     """The sandbox backend, for a generated mechanism's host."""

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import random
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from metaopt.core.errors import HostStartError, SandboxError
 from metaopt.meta_agent.ledger import diff
@@ -34,8 +34,11 @@ from metaopt.meta_agent.search.mechanisms.protocol import AREAS
 from metaopt.meta_agent.search.view import SearchView
 from metaopt.traces.store import now
 
+if TYPE_CHECKING:
+    from metaopt.meta_agent.proposers.base import Proposer
 
-def proposer_info(proposer: Any) -> dict[str, Any]:
+
+def proposer_info(proposer: Proposer) -> dict[str, Any]:
     return {"name": proposer.name, "takes_guidance": bool(getattr(proposer, "takes_guidance", False)),
             "areas": list(getattr(proposer, "areas", AREAS))}
 
