@@ -32,15 +32,17 @@ def harbor_tasks() -> list[str]:
 
 def offline_copy(names: list[str], dest: Path, src: Path = SAMPLES) -> Path:
     """Copies of the Harbor tasks `names` (sample tasks unless `src` says where) under `dest`,
-    runnable by Harbor offline; every Dockerfile of the environment (its services' too) is mapped."""
+    runnable by Harbor offline; every Dockerfile of the task and every docker_image is mapped."""
     images = ImageMap.default()
     for name in names:
         shutil.copytree(src / name, dest / name)
-        for df in (dest / name / "environment").rglob("Dockerfile"):
+        for df in (dest / name).rglob("Dockerfile"):  # the environment's, its services', a verifier's own
             df.write_text(re.sub(r"(?m)^FROM\s+(\S+)", lambda m: f"FROM {images.lookup(m.group(1)) or m.group(1)}",
                                  df.read_text()))
         toml = dest / name / "task.toml"
-        toml.write_text(toml.read_text().replace('network_mode = "no-network"', 'network_mode = "public"')
+        text = re.sub(r'(?m)^docker_image = "([^"]+)"', lambda m: f'docker_image = "{images.lookup(m.group(1)) or m.group(1)}"',
+                      toml.read_text())
+        toml.write_text(text.replace('network_mode = "no-network"', 'network_mode = "public"')
                         .replace("allow_internet = false", "allow_internet = true"))
     return dest
 

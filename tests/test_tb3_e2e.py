@@ -9,6 +9,7 @@ import json
 import shutil
 from pathlib import Path
 
+import harbor_support as hs
 import pytest
 from _docker_fixtures import metaopt
 
@@ -20,11 +21,17 @@ pytestmark = pytest.mark.usefixtures("docker_image")
 SAMPLES = Path(__file__).parents[1] / "metaopt" / "benchmarks" / "samples" / "terminalbench3"
 
 
-def test_task_ci_on_the_sample_set_and_the_separate_trial_record(tmp_path):
-    db = tmp_path / "m.duckdb"
+@pytest.fixture(scope="module")
+def checked(tmp_path_factory):
+    """`metaopt benchmarks check` on the sample set: (its rows by task, the store)."""
+    db = tmp_path_factory.mktemp("check") / "m.duckdb"
     p = metaopt("benchmarks", "check", "-b", "terminalbench3-sample", "--db", str(db), "--json")
     assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-3000:]
-    rows = {r["task"]: r for r in json.loads(p.stdout)["tasks"]}
+    return {r["task"]: r for r in json.loads(p.stdout)["tasks"]}, db
+
+
+def test_task_ci_on_the_sample_set_and_the_separate_trial_record(checked):
+    rows, db = checked
     assert sorted(rows) == sorted(d.name for d in SAMPLES.iterdir() if (d / "task.toml").is_file())
     for task, r in rows.items():
         assert r["verdict"] == "ok", (task, r)
@@ -44,6 +51,25 @@ def test_task_ci_on_the_sample_set_and_the_separate_trial_record(tmp_path):
     dist = {a["source"]: a for a in cheat["release-bundle"]["artifacts"]}["/app/dist"]
     assert dist["skipped"] == 2  # two links out of the artifact: never given to the verifier
     assert cheat["service-account-setup"]["collect"][0]["exit_code"] != 0  # no account: the hook said so
+
+
+def test_harbor_agrees_task_by_task(checked, tmp_path):
+    """The same tasks under the real `harbor run` (oracle, nop, and cheat/ run as the solution)."""
+    if not hs.available():
+        pytest.skip("needs Harbor's virtualenv (scripts/setup.sh)")
+    names = sorted(checked[0])
+    hs.offline_copy(names, tmp_path / "tasks", src=SAMPLES)
+    hs.offline_copy(names, tmp_path / "cheat", src=SAMPLES)
+    for d in (tmp_path / "cheat").iterdir():
+        shutil.rmtree(d / "solution")
+        shutil.copytree(d / "cheat", d / "solution")
+    for agent, folder in (("oracle", "tasks"), ("nop", "tasks"), ("cheat", "cheat")):
+        job = hs.harbor_run(tmp_path / folder, tmp_path / "jobs", agent, "--agent", "nop" if agent == "nop" else "oracle")
+        for result in job.glob("*/result.json"):
+            r = json.loads(result.read_text())
+            task = result.parent.name.split("__")[0]
+            harbor = ((r.get("verifier_result") or {}).get("rewards") or {}).get("reward")
+            assert harbor == checked[0][task][agent]["score"], (agent, task, r.get("exception_info"))
 
 
 def test_a_task_that_cannot_load_fails_the_run_with_a_readable_reason(tmp_path):
