@@ -60,7 +60,7 @@ def changes(sb: DockerSandbox) -> list[tuple[str, str]]:
     return [("CAD"[r["Kind"]] if r["Kind"] in (0, 1, 2) else "C", r["Path"]) for r in rows]
 
 
-def read_entry(sb: DockerSandbox, path: str, *, limit: int = 1 << 20, hash_limit: int = 256 << 20) -> Entry:
+def read_entry(sb: Any, path: str, *, limit: int = 1 << 20, hash_limit: int = 256 << 20) -> Entry:
     """The entry at `path` (not following a final symlink). Never reads more than `hash_limit`
     bytes; never raises for what the path is (missing -> kind 'missing')."""
     return _read(sb.api, sb.id, path, limit, hash_limit)

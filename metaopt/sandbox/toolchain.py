@@ -164,7 +164,7 @@ class Toolchain:
         self.bin = f"{root}/bin"
 
     @classmethod
-    def install(cls, sb: DockerSandbox, root: str | None = None) -> Toolchain:
+    def install(cls, sb: Any, root: str | None = None) -> Toolchain:
         """Copy the host's busybox into `sb` (DockerSandbox; created or running) at `root`
         (default /.metaopt-<random>/) and route the sandbox's own exec wrappers (timeout pid
         file, kill tree) through it."""
