@@ -85,6 +85,35 @@ def test_a_task_that_cannot_load_fails_the_run_with_a_readable_reason(tmp_path):
     assert "passed" in p.stdout  # the task that loads still ran
 
 
+def test_regrade_rescores_stored_artifacts_after_a_verifier_change(tmp_path):
+    """No agent runs: the kept artifacts under the verifier as it is now, beside the old rows."""
+    data, db = tmp_path / "tasks", tmp_path / "m.duckdb"
+    for name in ("word-frequency-cli", "service-account-setup"):
+        shutil.copytree(SAMPLES / name, data / name)
+    p = metaopt("eval", "-b", "terminalbench", "--dataset", str(data), "--agent", "oracle", "--db", str(db), "--json")
+    assert p.returncode == 0, p.stderr[-2000:]
+    run = json.loads(p.stdout)["run_id"]
+    tests = data / "word-frequency-cli" / "tests" / "test_outputs.py"  # the verifier now wants a default of 4
+    tests.write_text(tests.read_text().replace("expected(text, 3)", "expected(text, 4)"))
+    p = metaopt("regrade", run, "--db", str(db), "--json")
+    assert p.returncode == 0, p.stderr[-2000:]
+    [regraded] = json.loads(p.stdout)["regrades"]
+    rows = {r["task"]: r for r in regraded["trials"]}
+    assert regraded["changed"] == 1 and not regraded["skipped"]
+    assert rows["word-frequency-cli"]["new"]["status"] == "failed" and rows["word-frequency-cli"]["verifier_changed"]
+    # the collect hook's snapshot was kept with the artifacts: the account still checks out
+    assert rows["service-account-setup"]["new"]["status"] == "passed"
+    assert not rows["service-account-setup"]["verifier_changed"]
+    with Store(db) as store:
+        runs = {r["run_id"]: r["n"] for r in store.rows("SELECT run_id, count(*) AS n FROM trials GROUP BY run_id")}
+        agents = {r["agent"] for r in store.rows("SELECT agent FROM runs")}
+    assert runs == {run: 2, regraded["run_id"]: 2} and agents == {"oracle", "regrade"}  # nothing overwritten
+    assert metaopt("artifacts", "prune", "--max-gb", "0", "--db", str(db)).returncode == 0
+    p = metaopt("regrade", run, "--db", str(db), "--json")
+    assert all("were pruned" in (r["new"]["error"] or "") for r in json.loads(p.stdout)["regrades"][0]["trials"])
+    assert metaopt("regrade", "no-such-run", "--db", str(db)).returncode == 2
+
+
 def test_artifacts_are_sanitized_excluded_and_capped(make_sandbox):
     agent, verifier = make_sandbox(), make_sandbox()
     r = agent.exec("mkdir -p /app/out/sub && echo data > /app/out/a.txt && echo x > /app/out/skip.tmp"

@@ -15,7 +15,21 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, help="metaopt: opt
 
 
 def _register() -> None:
-    from metaopt.cli import bench, check, compare, diagnose, export, guard, imports, models, run, sandbox, traces, ui
+    from metaopt.cli import (
+        bench,
+        check,
+        compare,
+        diagnose,
+        export,
+        guard,
+        imports,
+        models,
+        regrade,
+        run,
+        sandbox,
+        traces,
+        ui,
+    )
     from metaopt.cli import eval as eval_
 
     app.command("eval")(eval_.eval_cmd)
@@ -25,6 +39,8 @@ def _register() -> None:
     app.command("diagnose")(diagnose.diagnose_cmd)
     app.command("report")(diagnose.report_cmd)
     app.command("compare")(compare.compare_cmd)
+    app.command("regrade")(regrade.regrade_cmd)
+    app.add_typer(regrade.artifacts_app, name="artifacts")
     app.command("guard")(guard.guard_cmd)
     app.add_typer(traces.app, name="traces")
     app.add_typer(imports.app, name="import")

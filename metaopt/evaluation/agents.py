@@ -35,6 +35,8 @@ class AgentResult:
     trace_id: str | None = None
     transcript: Transcript | None = None
     """What the agent said and did, for scorers that grade it (harness agents only)."""
+    restored: bool = False
+    """The container holds a stored trial's artifacts (evaluation.regrade): its collect hooks ran then."""
 
 
 class Agent(Protocol):

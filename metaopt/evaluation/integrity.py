@@ -21,23 +21,23 @@ Order, after the agent returns (see README "How a trial runs and is scored"):
 
 from __future__ import annotations
 
-import hashlib
 import os
-import posixpath
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
-from metaopt.benchmarks.scoring import RECHECK, Verdict, cross_check, defined_tests
+from metaopt.benchmarks.scoring import RECHECK, Verdict, cross_check
 from metaopt.benchmarks.task import Task
 from metaopt.core.errors import SandboxError, SandboxUnavailable, VerifierBlocked
 from metaopt.evaluation.capture import capture
 from metaopt.evaluation.runners import locked_plan, recognise, verifier_argv
 from metaopt.evaluation.scope import REWARD_DIR, build_scope
 from metaopt.evaluation.separate import run_collect, separate
+from metaopt.evaluation.verifier_files import expected_tests as _expected_tests
+from metaopt.evaluation.verifier_files import host_digests as _host_digests
+from metaopt.evaluation.verifier_files import verifier_digest
 from metaopt.sandbox import forensics as fx
 from metaopt.sandbox.docker_fork import Fork
 from metaopt.sandbox.tamper import MAX_EVIDENCE, Evidence, Scope, scan
@@ -59,13 +59,16 @@ class TrialIntegrity:
     Docker API (LocalSandbox) get none of them: `supported` is False and a note says so."""
 
     def __init__(self, task: Task, sb: Any, *, backend: Any = None, run_id: str = "", spec: Any = None,
-                 recheck: bool = True, verifier: tuple[str, str] | None = None):
+                 recheck: bool = True, verifier: tuple[str, str] | None = None, keep: Any = None):
         self.task, self.sb, self.backend, self.run_id, self.spec = task, sb, backend, run_id, spec
         self.verifier = verifier  # a separate verifier's (image, workdir): evaluation.separate
+        self.keep, self.restored = keep, False  # an ArtifactStore; the artifacts came from one
         self.supported = hasattr(sb, "api") and hasattr(sb, "id")
         self.recheck = recheck and backend is not None and spec is not None
         self.evidence: list[Evidence] = []
-        self.report: dict[str, Any] = {"checks": [], "isolation": "none"}
+        self.report: dict[str, Any] = {"checks": [], "isolation": "none", "verifier_digest": verifier_digest(task, verifier)}
+        if task.metadata.get("task_version"):
+            self.report["task_version"] = task.metadata["task_version"]
         self.tc: Toolchain | None = None
         layers = os.environ.get(LAYERS_ENV, "isolation,scan").split(",")
         self.judging = "scan" in layers  # evidence makes a trial tampered
@@ -149,7 +152,7 @@ class TrialIntegrity:
         try:
             tc = self.tc = Toolchain.install(self.sb)
             self._hijack(tc)
-            if self.separate:  # Harbor's order: snapshots of runtime state before anything is stopped
+            if self.separate and not self.restored:  # Harbor's order: runtime state before anything stops
                 run_collect(self)
             # Stop first: nothing of the agent's may change a file between the scan and the verifier.
             stop = tc.stop_agent_processes(keep_listeners=keep)
@@ -346,34 +349,7 @@ def _runner_litter(rel: str) -> bool:
 
 
 _cache_lock = threading.Lock()
-_digests: dict[str, dict[str, str]] = {}
 _pristine: dict[tuple, tuple[threading.Lock, list]] = {}
-
-
-def _host_digests(task: Task) -> dict[str, str]:
-    """container path -> sha256 of every verifier file, from the host copies."""
-    key = f"{task.benchmark}/{task.id}/{task.source_dir}"
-    with _cache_lock:
-        if key in _digests:
-            return _digests[key]
-    out: dict[str, str] = {}
-    for host, dest in task.verifier.files:
-        host = Path(host)
-        if host.is_dir():
-            for p in sorted(host.rglob("*")):
-                if p.is_file():
-                    out[posixpath.join(dest, p.relative_to(host).as_posix())] = hashlib.sha256(p.read_bytes()).hexdigest()
-        elif host.is_file():
-            out[dest] = hashlib.sha256(host.read_bytes()).hexdigest()
-    with _cache_lock:
-        _digests[key] = out
-    return out
-
-
-def _expected_tests(task: Task) -> dict[str, set[str]]:
-    if task.scoring not in ("pytest", "reward"):
-        return {}
-    return defined_tests([Path(h) for h, _ in task.verifier.files])
 
 
 def pristine_verdict(task: Task, backend: Any, spec: Any, run_id: str,

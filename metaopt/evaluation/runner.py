@@ -22,6 +22,7 @@ from typing import Any, Protocol
 
 from metaopt.benchmarks.task import Task, TaskLoadError
 from metaopt.evaluation.agents import Agent
+from metaopt.evaluation.artifact_store import ArtifactStore
 from metaopt.evaluation.result import TrialResult
 from metaopt.evaluation.trial import ImageCache, run_trial
 from metaopt.sandbox.base import Backend
@@ -62,14 +63,15 @@ class Executor(Protocol):
 class LocalExecutor:
     """A thread pool of trials on one sandbox backend (one machine)."""
 
-    def __init__(self, backend: Backend | None, concurrency: int = 2):
-        self.backend = backend
+    def __init__(self, backend: Backend | None, concurrency: int = 2, artifacts: ArtifactStore | None = None):
+        self.backend, self.artifacts = backend, artifacts
         self.images = ImageCache(backend)
         self.pool = ThreadPoolExecutor(max_workers=max(1, concurrency), thread_name_prefix="trial")
 
     def submit(self, job: TrialJob) -> Future[TrialResult]:
         return self.pool.submit(run_trial, job.task, job.attempt, job.agent, backend=self.backend,
-                                images=self.images, run_id=job.run_id, timeout_multiplier=job.timeout_multiplier)
+                                images=self.images, run_id=job.run_id, timeout_multiplier=job.timeout_multiplier,
+                                artifacts=self.artifacts)
 
     def cleanup(self, run_id: str) -> None:
         if self.backend is None:  # no backend started no sandbox: each trial failed at its start
@@ -160,7 +162,7 @@ def run_eval(
                     args={"trials": trials, "concurrency": concurrency, "timeout_multiplier": timeout_multiplier,
                           "tasks": [t.id for t in tasks]})
     own = executor is None
-    ex: Executor = LocalExecutor(backend, concurrency) if own else executor
+    ex: Executor = LocalExecutor(backend, concurrency, ArtifactStore.beside(store.path)) if own else executor
     hw = hardware()
     jobs = [TrialJob(t, k, agent, run_id, timeout_multiplier) for k in range(trials) for t in tasks
             if (t.id, k) not in done]

@@ -46,6 +46,11 @@ def separate(integ: Any, mounts: list[Any] | None) -> Fork:
         raise
     except SandboxError as e:
         raise VerifierBlocked(_infra(str(e))) from None
+    if integ.keep is not None:  # what this verifier scores, for a regrade (evaluation.regrade)
+        try:
+            integ.report["kept"] = integ.keep.put(taken.data)
+        except OSError as e:
+            integ.report["kept"] = {"error": str(e)[:200]}
     try:
         _kill(sb)
         t1 = time.monotonic()

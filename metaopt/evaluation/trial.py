@@ -20,6 +20,7 @@ from metaopt.benchmarks.scorers import VerifyContext
 from metaopt.benchmarks.task import Environment, Service, Task, TaskLoadError
 from metaopt.core.errors import SandboxError, SandboxUnavailable
 from metaopt.evaluation.agents import Agent, AgentResult
+from metaopt.evaluation.artifact_store import ArtifactStore
 from metaopt.evaluation.integrity import TrialIntegrity
 from metaopt.evaluation.result import TrialResult
 from metaopt.evaluation.verify import verify
@@ -107,9 +108,11 @@ class ImageCache:
 
 
 def run_trial(task: Task | TaskLoadError, attempt: int, agent: Agent, *, backend: Any, images: ImageCache | None,
-              run_id: str, timeout_multiplier: float = 1.0, labels: dict[str, str] | None = None) -> TrialResult:
+              run_id: str, timeout_multiplier: float = 1.0, labels: dict[str, str] | None = None,
+              artifacts: ArtifactStore | None = None) -> TrialResult:
     """Run one trial and return its result. Never raises for per-task failures. `labels` go on
-    the trial's container beside its task and attempt (the ray executor marks each dispatch)."""
+    the trial's container beside its task and attempt (the ray executor marks each dispatch);
+    `artifacts` keeps what a separate verifier scored (evaluation.regrade)."""
     t0 = time.monotonic()
     row: dict[str, Any] = {
         "trial_id": f"{run_id}/{task.id}/{attempt}", "run_id": run_id, "task_id": task.id,
@@ -142,7 +145,8 @@ def run_trial(task: Task | TaskLoadError, attempt: int, agent: Agent, *, backend
                                aliases=(task.environment.main_service or "main",))
             sb = stack.enter_context(backend.start(spec, run_id=run_id))
             sb.copy_in(_log_dirs(), "/logs")  # /logs/agent, /logs/verifier, /logs/artifacts (TB layout)
-            integ = TrialIntegrity(task, sb, backend=backend, run_id=run_id, spec=spec, verifier=images.verifier(task))
+            integ = TrialIntegrity(task, sb, backend=backend, run_id=run_id, spec=spec, verifier=images.verifier(task),
+                                   keep=artifacts)
             integ.start()  # PID 1 and the main process, before the agent can touch them
             sick = _unhealthy(task, sb)
             if sick:
@@ -160,6 +164,7 @@ def run_trial(task: Task | TaskLoadError, attempt: int, agent: Agent, *, backend
                        output_tokens=result.output_tokens, cost_usd=result.cost_usd, trace_id=result.trace_id)
             if result.error:
                 return _finish(row, t0, status="error", failure_mode="agent_error", error=result.error)
+            integ.restored = result.restored
             v0 = time.monotonic()
             try:
                 checked = verify(task, sb, VerifyContext(timeout_multiplier, attempt, result.transcript), integ)

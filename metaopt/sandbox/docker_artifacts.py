@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import fnmatch
 import hashlib
-import io
 import posixpath
 import tarfile
 import tempfile
@@ -53,18 +52,9 @@ def take(api: Any, cid: str, wanted: list[tuple[str, list[str]]], limit: int = M
 
 
 def put(api: Any, cid: str, taken: Taken) -> None:
-    """Extract the sanitized archive at / of container `cid` (its parent folders are created)."""
-    dirs = sorted({posixpath.dirname(r["source"]) for r in taken.rows if r["files"] or r["bytes"]})
+    """Extract the sanitized archive at / of container `cid` (Docker creates missing parent
+    folders; existing ones keep their modes)."""
     try:
-        if dirs:
-            stub = io.BytesIO()
-            with tarfile.open(fileobj=stub, mode="w") as t:
-                for d in dirs:
-                    for p in _parents(d):
-                        info = tarfile.TarInfo(p.lstrip("/"))
-                        info.type, info.mode = tarfile.DIRTYPE, 0o755
-                        t.addfile(info)
-            api.put_archive(cid, "/", stub.getvalue())
         taken.data.seek(0)
         api.put_archive(cid, "/", taken.data.read())
     except docker.errors.APIError as e:
@@ -128,6 +118,6 @@ def _one(api: Any, cid: str, source: str, exclude: list[str], dst: tarfile.TarFi
     return row
 
 
-def _parents(d: str) -> list[str]:
-    parts = [p for p in d.split("/") if p]
-    return ["/" + "/".join(parts[: i + 1]) for i in range(len(parts))]
+def restore(api: Any, cid: str, data: Any) -> None:
+    """Put a kept archive (ArtifactStore) back at / of container `cid` (a regrade's fresh one)."""
+    put(api, cid, Taken(data))
