@@ -85,6 +85,22 @@ def test_a_task_that_cannot_load_fails_the_run_with_a_readable_reason(tmp_path):
     assert "passed" in p.stdout  # the task that loads still ran
 
 
+def test_a_failing_healthcheck_is_an_environment_error_before_the_agent(tmp_path):
+    data = tmp_path / "tasks"
+    for name, check in (("sick", "test -f /app/never"), ("healthy", "test -f /app/sample.txt")):
+        d = shutil.copytree(SAMPLES / "word-frequency-cli", data / name)
+        (d / "task.toml").write_text((d / "task.toml").read_text().replace(
+            "[environment]\n", f'[environment]\nhealthcheck = {{command = "{check}", interval_sec = 0.2, retries = 2}}\n'))
+    p = metaopt("eval", "-b", "terminalbench", "--dataset", str(data), "--agent", "oracle", "--db", str(tmp_path / "h.duckdb"),
+                "--json")
+    rows = {r["task_id"]: r for r in json.loads(p.stdout)["tasks"]}
+    assert rows["healthy"]["status"] == "passed", rows["healthy"]
+    assert rows["sick"]["status"] == "error" and "healthcheck failed 2 times" in rows["sick"]["error"]
+    with Store(tmp_path / "h.duckdb") as store:
+        [sick] = store.rows("SELECT failure_mode, agent_duration_s FROM trials WHERE task_id = 'sick'")
+    assert sick == {"failure_mode": "environment_error", "agent_duration_s": None}  # the agent never ran
+
+
 def test_regrade_rescores_stored_artifacts_after_a_verifier_change(tmp_path):
     """No agent runs: the kept artifacts under the verifier as it is now, beside the old rows."""
     data, db = tmp_path / "tasks", tmp_path / "m.duckdb"
