@@ -1,12 +1,13 @@
 """The adapter between what a model's tool calls look like and what the meta-agent's tools take
-(meta_agent.proposers.llm_adapter), through its public functions: pure, no store, no model."""
+(meta_agent.proposers.llm_adapter), through its public functions: pure, no store, no model. The
+shapes are the ones the local 1.5B wrote in meta-bench runs."""
 
 from __future__ import annotations
 
 import pytest
 
 from metaopt.core.errors import ToolError
-from metaopt.meta_agent.proposers.llm_adapter import adapt, claims
+from metaopt.meta_agent.proposers.llm_adapter import adapt, claims, suggested_numbers
 from metaopt.task_agent.messages import ToolCallPart
 
 
@@ -87,3 +88,11 @@ def test_values_of_the_wrong_type_are_left_for_the_tool_to_refuse():
     assert (c.fixes, c.keeps, c.edits) == ("sum-by-region", None, [])
     mixed = claims(["sum-by-region", 3], [], [], KNOWN, edited=True)
     assert mixed.fixes == ["sum-by-region", 3]
+
+
+@pytest.mark.parametrize(("given", "read"), [
+    ([1, 2], [1, 2]), (2, [2]), ("1", [1]), (["1", 3], [1, 3]), ([" 2 "], [2]), (None, []), ([], []),
+    (["one"], ["one"]), ({"n": 1}, {"n": 1}),  # not numbers: left for write_revision to refuse
+])
+def test_suggested_numbers_read_one_number_and_quoted_digits(given, read):
+    assert suggested_numbers(given) == read

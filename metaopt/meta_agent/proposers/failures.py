@@ -14,6 +14,7 @@ from metaopt.core.errors import ToolError
 from metaopt.meta_agent.proposers.base import Evidence
 from metaopt.meta_agent.proposers.edits import Draft, EditError
 from metaopt.meta_agent.proposers.heuristic import Cause, causes, knob, raised_again
+from metaopt.meta_agent.proposers.llm_adapter import suggested_numbers
 from metaopt.meta_agent.records import Candidate
 from metaopt.task_agent.harness import Harness, ToolDef
 from metaopt.task_agent.loop import DROPPED
@@ -192,14 +193,13 @@ def _why(c: Cause) -> str:
 
 
 def make_suggested(draft: Draft, parent: Harness, ev: Evidence, tried: set[str], numbers: Any) -> str:
-    """Make on `draft` the suggested edits (`suggested_calls`, to make) that `numbers` names, 1-based;
-    numbers past the list are ignored (a note says so) when at least one names an edit."""
+    """Make on `draft` the suggested edits (`suggested_calls`, to make) that `numbers` names, 1-based
+    (as a model writes them: llm_adapter.suggested_numbers reads them); numbers past the list are
+    ignored (a note says so) when at least one names an edit."""
     if numbers is None or numbers == []:  # most submissions name none: skip reading the signals again
         return ""
     calls, _ = suggested_calls(parent, ev, tried)
-    numbers = [numbers] if isinstance(numbers, (int, str)) else numbers or []
-    if isinstance(numbers, list):  # "1" as 1: small models quote numbers
-        numbers = [int(n) if isinstance(n, str) and n.strip().isdigit() else n for n in numbers]
+    numbers = suggested_numbers(numbers)
     ok = isinstance(numbers, list) and all(isinstance(n, int) for n in numbers)
     made = sorted({n for n in numbers if 1 <= n <= len(calls)}) if ok else []
     if not made:

@@ -2,6 +2,7 @@
 
     adapt(call, tools) -> Adapted(tool, arguments, ignored)        any call, before its tool runs
     claims(fixes, keeps, texts, known, edited) -> Claims(...)       write_revision's claim lists
+    suggested_numbers(numbers) -> list                              write_revision's `suggested`
 
 Small models (the compact profile's) write tool calls loosely. What this module does with them,
 and what the model hears of it:
@@ -14,9 +15,10 @@ and what the model hears of it:
   claim instead of made): returned as an edit to make and dropped from the list; when no edit was
   made and no full harness given, one written into the cause or rationale is made the same way;
 - a claim entry that is a pasted briefing line (`- task sum-by-region: status failed ...`): read
-  as the one known train task id inside it; entries are stripped and repeats dropped.
+  as the one known train task id inside it; entries are stripped and repeats dropped;
+- the numbers of suggested edits written as one number, or quoted ("1"): a list of numbers.
 
-Both functions are pure (no store, no draft) and never change what a well-formed call means:
+The functions are pure (no store, no draft) and never change what a well-formed call means:
 values of the wrong type are left for the tool to refuse in its own words.
 """
 
@@ -99,3 +101,12 @@ def _tasks(given: Any, known: Collection[str]) -> Any:
         found = [k for k in known if re.search(rf"(?<![\w.-]){re.escape(k)}(?![\w.-])", t)]
         out.append(t if t in known or len(found) != 1 else found[0])
     return list(dict.fromkeys(out))
+
+
+def suggested_numbers(numbers: Any) -> Any:
+    """write_revision's `suggested` as a list: one number (or string) as a list of one, quoted digits
+    as numbers (small models quote them), None and other falsy values as []; anything else as given."""
+    numbers = [numbers] if isinstance(numbers, (int, str)) else numbers or []
+    if isinstance(numbers, list):
+        numbers = [int(n) if isinstance(n, str) and n.strip().isdigit() else n for n in numbers]
+    return numbers
