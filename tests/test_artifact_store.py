@@ -35,3 +35,14 @@ def test_the_cap_and_prune_remove_the_least_recently_used(tmp_path):
     assert {p.stem for p in store._files()} == {a, c}
     assert store.prune(100) == {"removed": 1, "freed_bytes": 100, "kept_bytes": 100}
     assert store.prune(0)["kept_bytes"] == 0 and store.size() == 0
+
+
+def test_a_capture_is_kept_as_the_fewest_roots_and_its_deletions():
+    from metaopt.sandbox.docker_artifacts import diff_roots
+
+    changes = [("C", "/app"), ("A", "/app/new"), ("A", "/app/new/a.txt"), ("C", "/app/old.txt"),
+               ("C", "/usr/sbin"), ("A", "/usr/sbin/docker-init"), ("D", "/app/gone"), ("D", "/app/new/x"),
+               ("A", "/.metaopt-1234"), ("A", "/.metaopt-1234/busybox")]
+    roots, deleted = diff_roots(changes, skip=("/usr/sbin/docker-init", "/.metaopt-"))
+    assert roots == ["/app/new", "/app/old.txt"]  # a changed folder is never taken whole
+    assert deleted == ["/app/gone"]

@@ -106,16 +106,20 @@ def test_regrade_rescores_stored_artifacts_after_a_verifier_change(tmp_path):
     data, db = tmp_path / "tasks", tmp_path / "m.duckdb"
     for name in ("word-frequency-cli", "service-account-setup"):
         shutil.copytree(SAMPLES / name, data / name)
+    shutil.copytree(SAMPLES.parent / "terminalbench" / "secure-permissions", data / "secure-permissions")  # shared
     p = metaopt("eval", "-b", "terminalbench", "--dataset", str(data), "--agent", "oracle", "--db", str(db), "--json")
     assert p.returncode == 0, p.stderr[-2000:]
     run = json.loads(p.stdout)["run_id"]
     tests = data / "word-frequency-cli" / "tests" / "test_outputs.py"  # the verifier now wants a default of 4
     tests.write_text(tests.read_text().replace("expected(text, 3)", "expected(text, 4)"))
+    shared = data / "secure-permissions" / "tests" / "test_outputs.py"  # now wants the key world-readable
+    shared.write_text(shared.read_text().replace("== 0o600", "== 0o644"))
     p = metaopt("regrade", run, "--db", str(db), "--json")
     assert p.returncode == 0, p.stderr[-2000:]
     [regraded] = json.loads(p.stdout)["regrades"]
     rows = {r["task"]: r for r in regraded["trials"]}
-    assert regraded["changed"] == 1 and not regraded["skipped"]
+    assert regraded["changed"] == 2 and not regraded["skipped"]
+    assert rows["secure-permissions"]["new"]["status"] == "failed"  # the shared verifier's capture, kept
     assert rows["word-frequency-cli"]["new"]["status"] == "failed" and rows["word-frequency-cli"]["verifier_changed"]
     # the collect hook's snapshot was kept with the artifacts: the account still checks out
     assert rows["service-account-setup"]["new"]["status"] == "passed"
@@ -123,7 +127,7 @@ def test_regrade_rescores_stored_artifacts_after_a_verifier_change(tmp_path):
     with Store(db) as store:
         runs = {r["run_id"]: r["n"] for r in store.rows("SELECT run_id, count(*) AS n FROM trials GROUP BY run_id")}
         agents = {r["agent"] for r in store.rows("SELECT agent FROM runs")}
-    assert runs == {run: 2, regraded["run_id"]: 2} and agents == {"oracle", "regrade"}  # nothing overwritten
+    assert runs == {run: 3, regraded["run_id"]: 3} and agents == {"oracle", "regrade"}  # nothing overwritten
     assert metaopt("artifacts", "prune", "--max-gb", "0", "--db", str(db)).returncode == 0
     p = metaopt("regrade", run, "--db", str(db), "--json")
     assert all("were pruned" in (r["new"]["error"] or "") for r in json.loads(p.stdout)["regrades"][0]["trials"])

@@ -34,7 +34,7 @@ from metaopt.core.errors import SandboxError, SandboxUnavailable, VerifierBlocke
 from metaopt.evaluation.capture import capture
 from metaopt.evaluation.runners import locked_plan, recognise, verifier_argv
 from metaopt.evaluation.scope import REWARD_DIR, build_scope
-from metaopt.evaluation.separate import run_collect, separate
+from metaopt.evaluation.separate import keep_diff, run_collect, separate
 from metaopt.evaluation.verifier_files import expected_tests as _expected_tests
 from metaopt.evaluation.verifier_files import host_digests as _host_digests
 from metaopt.evaluation.verifier_files import verifier_digest
@@ -202,6 +202,8 @@ class TrialIntegrity:
                                           error=f"the verifier needs the locked toolchain and cannot have it: {why}"))
         mounts = locked.mounts() if locked else None
         fk = separate(self, mounts) if self.separate else capture(self, keep, mounts)
+        if self.keep is not None and not self.separate and not self.restored:
+            keep_diff(self, fk.changes)
         self.fork, self.box = fk, fk.sb
         self._locked = (plan, locked) if plan and locked else None
         self.report["runner"] = plan.kind if plan else "the verifier script is not a recognised runner"

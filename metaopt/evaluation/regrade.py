@@ -1,7 +1,8 @@
 """Regrade stored trials under the current verifier, with no agent run (`metaopt regrade`).
 
-Every trial of a separate verifier keeps the sanitized artifacts it was scored on
-(evaluation.artifact_store; the trial's integrity report names them: `kept`). A regrade runs the
+Every trial keeps what its verifier scored (evaluation.artifact_store; the trial's integrity
+report names it: `kept`): a separate verifier's sanitized artifacts, a shared verifier's capture
+(the files the agent added or changed, and the paths it deleted). A regrade runs the
 same trial pipeline with the RegradeAgent in the agent's place: it puts a trial's stored
 artifacts into a fresh container of the task's image and stops, and the task's verifier as it is
 now scores them (collect hooks do not run again: what they wrote is among the artifacts). The
@@ -37,12 +38,13 @@ class RegradeAgent:
 
     name = "regrade"
 
-    def __init__(self, artifacts: ArtifactStore, kept: dict[tuple[str, int], str]):
+    def __init__(self, artifacts: ArtifactStore, kept: dict[tuple[str, int], dict[str, Any]]):
         self.artifacts, self.kept = artifacts, kept
 
     def run(self, task: Task, sandbox: Sandbox, timeout_s: float, *, ids: dict[str, str] | None = None) -> AgentResult:
         attempt = int((ids or {}).get("trial_id", "/0").rsplit("/", 1)[-1])
-        digest = self.kept.get((task.id, attempt))
+        kept = self.kept.get((task.id, attempt)) or {}
+        digest = kept.get("sha256")
         if digest is None:
             return AgentResult(error=f"{task.id} attempt {attempt}: no stored artifacts to regrade")
         if not isinstance(sandbox, DockerSandbox):
@@ -50,6 +52,8 @@ class RegradeAgent:
         try:
             with self.artifacts.open(digest) as data:
                 art.restore(sandbox.api, sandbox.id, data)
+            if kept.get("deleted"):  # a shared verifier's capture: what the agent deleted goes too
+                sandbox.exec(["rm", "-rf", "--", *kept["deleted"]], user="0", timeout=120, workdir="/")
         except FileNotFoundError:
             return AgentResult(error=f"{task.id} attempt {attempt}: its artifacts {digest[:12]} were pruned")
         except SandboxError as e:
@@ -92,15 +96,15 @@ def regrade(store: Store, run: RunRecord, *, backend: Backend, tasks: list[str] 
     """Regrade the trials of `run` (only `tasks` when given) that kept their artifacts."""
     old = [t for t in store.select(TrialResult, "run_id = ?", [run.run_id], order="task_id, attempt")
            if not tasks or t.task_id in tasks]
-    kept = {(t.task_id, t.attempt): ((t.integrity or {}).get("kept") or {}).get("sha256") for t in old}
+    kept = {(t.task_id, t.attempt): ((t.integrity or {}).get("kept") or {}) for t in old}
     out = Regraded(run.run_id, f"{run.run_id}~regrade-{datetime.now():%Y%m%d-%H%M%S}")
-    out.skipped = [t.trial_id for t in old if not kept[(t.task_id, t.attempt)]]
-    todo = {t.task_id for t in old if kept[(t.task_id, t.attempt)]}
+    out.skipped = [t.trial_id for t in old if not kept[(t.task_id, t.attempt)].get("sha256")]
+    todo = {t.task_id for t in old if kept[(t.task_id, t.attempt)].get("sha256")}
     if not todo:
         return out
     loaded = _tasks(run, sorted(todo))
     artifacts = ArtifactStore.beside(store.path)
-    agent = RegradeAgent(artifacts, {k: v for k, v in kept.items() if v})
+    agent = RegradeAgent(artifacts, {k: v for k, v in kept.items() if v.get("sha256")})
     attempts = max(t.attempt for t in old) + 1
     res = run_eval(loaded, agent, benchmark=run.benchmark, backend=backend, store=store, trials=attempts,
                    concurrency=concurrency, run_id=out.run_id, dataset=run.dataset, on_trial=on_trial,
@@ -108,7 +112,7 @@ def regrade(store: Store, run: RunRecord, *, backend: Backend, tasks: list[str] 
                           "split": old[0].split})
     new = {(r.task_id, r.attempt): r for r in res.rows}
     out.pairs = [(t, new[(t.task_id, t.attempt)]) for t in old if (t.task_id, t.attempt) in new
-                 and kept[(t.task_id, t.attempt)]]
+                 and kept[(t.task_id, t.attempt)].get("sha256")]
     return out
 
 

@@ -81,6 +81,39 @@ def separate(integ: Any, mounts: list[Any] | None) -> Fork:
     return Fork(vsb, tcs[0], [], "", sb.api, report)
 
 
+MAX_KEPT_DIFF = 512 << 20
+"""Bytes of a shared verifier's capture kept for a regrade (over it, the trial is not regradable)."""
+MAX_DELETED = 10_000
+DOCKER_OWN = ("/usr/sbin/docker-init", "/sbin/docker-init", "/etc/hosts", "/etc/hostname", "/etc/resolv.conf",
+              "/.dockerenv", "/dev/", "/proc/", "/sys/")
+"""Paths Docker itself mounts or makes in every container: never part of what the agent left."""
+
+
+def keep_diff(integ: Any, changes: list[tuple[str, str]]) -> None:
+    """A shared verifier's capture kept for a regrade (evaluation.regrade): the files the agent
+    added or changed, as they were (the container they go back into held them already), and the
+    paths it deleted. Never fails the trial: what cannot be kept is recorded as not kept."""
+    if (integ.report.get("stop") or {}).get("kept"):
+        integ.report["kept"] = {"error": "its verifier talks to processes the agent left running, which cannot be kept"}
+        return
+    roots, deleted = art.diff_roots(changes, skip=DOCKER_OWN + ("/.metaopt-", "/logs/verifier", "/tests/"))
+    try:
+        taken = art.take(integ.sb.api, integ.sb.id, [(r, []) for r in roots], MAX_KEPT_DIFF, sanitize=False)
+    except SandboxUnavailable:
+        raise
+    except SandboxError as e:  # ArtifactRefused included: over the size
+        integ.report["kept"] = {"error": str(e)[:200]}
+        return
+    try:
+        kept = integ.keep.put(taken.data)
+    except OSError as e:
+        integ.report["kept"] = {"error": str(e)[:200]}
+        return
+    finally:
+        taken.close()
+    integ.report["kept"] = {**kept, "kind": "diff", "paths": len(roots), "deleted": deleted[:MAX_DELETED]}
+
+
 def run_collect(integ: Any) -> None:
     """The task's collect hooks, in the agent's container before its processes are stopped
     (Harbor's order); what they print is kept, a failure is recorded and left to the verifier."""

@@ -39,16 +39,38 @@ class Taken:
         self.data.close()
 
 
-def take(api: Any, cid: str, wanted: list[tuple[str, list[str]]], limit: int = MAX_ARTIFACT_BYTES) -> Taken:
+def take(api: Any, cid: str, wanted: list[tuple[str, list[str]]], limit: int = MAX_ARTIFACT_BYTES,
+         *, sanitize: bool = True) -> Taken:
     """Copy `wanted` (source path, exclude globs) out of container `cid`. A missing path is
-    recorded as missing (the verifier judges its absence); past `limit` bytes in all: ArtifactRefused."""
+    recorded as missing (the verifier judges its absence); past `limit` bytes in all: ArtifactRefused.
+    `sanitize=False` keeps every entry as it is (a shared verifier's filesystem diff, kept for a
+    regrade: the container it goes back into held those entries already)."""
     out = tempfile.SpooledTemporaryFile(max_size=64 << 20)  # noqa: SIM115 - Taken owns it (Taken.close)
     taken, budget = Taken(out), [limit]
     with tarfile.open(fileobj=out, mode="w") as dst:
         for source, exclude in wanted:
-            taken.rows.append(_one(api, cid, source.rstrip("/") or "/", exclude, dst, budget))
+            taken.rows.append(_one(api, cid, source.rstrip("/") or "/", exclude, dst, budget, sanitize))
     out.seek(0)
     return taken
+
+
+def diff_roots(changes: list[tuple[str, str]], skip: tuple[str, ...] = ()) -> tuple[list[str], list[str]]:
+    """(the fewest paths whose archives hold every added or changed file, the deleted paths) of a
+    container's `docker diff` rows; paths under `skip` prefixes are left out."""
+    rows = [(k, p) for k, p in changes if not p.startswith(skip)]
+    added = {p for k, p in rows if k == "A"}
+    parents = {posixpath.dirname(p) for _, p in changes}  # a changed folder is never taken whole
+
+    def under_added(p: str) -> bool:
+        d = posixpath.dirname(p)
+        while d not in ("/", ""):
+            if d in added:
+                return True
+            d = posixpath.dirname(d)
+        return False
+
+    roots = [p for k, p in rows if k in "AC" and not under_added(p) and (k == "A" or p not in parents)]
+    return sorted(set(roots)), sorted(p for k, p in rows if k == "D" and not under_added(p))
 
 
 def put(api: Any, cid: str, taken: Taken) -> None:
@@ -63,7 +85,8 @@ def put(api: Any, cid: str, taken: Taken) -> None:
         raise SandboxUnavailable(f"lost the Docker daemon while putting the artifacts in: {e}") from None
 
 
-def _one(api: Any, cid: str, source: str, exclude: list[str], dst: tarfile.TarFile, budget: list[int]) -> dict[str, Any]:
+def _one(api: Any, cid: str, source: str, exclude: list[str], dst: tarfile.TarFile, budget: list[int],
+         sanitize: bool = True) -> dict[str, Any]:
     row: dict[str, Any] = {"source": source, "files": 0, "bytes": 0, "sha256": None, "skipped": 0}
     try:
         stream, _stat = api.get_archive(cid, source)
@@ -91,7 +114,7 @@ def _one(api: Any, cid: str, source: str, exclude: list[str], dst: tarfile.TarFi
                 if any(fnmatch.fnmatch(rel, pat) or fnmatch.fnmatch(posixpath.basename(rel), pat) for pat in exclude):
                     continue
                 try:  # Python's own rules for extracting untrusted archives
-                    safe = tarfile.data_filter(member, "/nonexistent-root")
+                    safe = tarfile.data_filter(member, "/nonexistent-root") if sanitize else member
                 except tarfile.FilterError:
                     row["skipped"] += 1
                     continue
