@@ -121,7 +121,8 @@ def test_bad_tasks_become_error_rows_and_the_others_run(tmp_path):
     harbor_task(ds, "needs-python-313", "touch /app/done\n", TB2_TEST_SH)
     r = metaopt("eval", "--benchmark", "terminalbench", "--dataset", str(ds), "--agent", "oracle",
                 "--db", str(tmp_path / "e.duckdb"), "--json")
-    assert r.returncode == 0, r.stderr
+    assert r.returncode == 1, r.stderr  # a task could not be loaded: the run says so in its exit code
+    assert "1 task(s) could not be loaded (bad-toml)" in r.stderr
     by_id = {t["task_id"]: t for t in json.loads(r.stdout)["tasks"]}
     assert by_id["good"]["score"] == 1.0
     assert by_id["bad-toml"]["status"] == "error" and "timeout_sec" in by_id["bad-toml"]["error"]

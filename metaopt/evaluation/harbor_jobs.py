@@ -21,7 +21,7 @@ from typing import Any
 
 from metaopt.benchmarks.scoring import parse_pytest_summary
 from metaopt.core.errors import HarborJobError
-from metaopt.evaluation.result import Status, TrialResult
+from metaopt.evaluation.result import Status, TrialResult, trial_row
 from metaopt.traces import queries
 from metaopt.traces.atif import replay
 from metaopt.traces.store import Store
@@ -114,8 +114,8 @@ def trial_record(trial_dir: Path, r: dict[str, Any], *, run_id: str, benchmark: 
     model = ((agent_info.get("model_info") or {}) or {}).get("name")
     ctx = r.get("agent_result") or {}
     logs = sorted(p for p in (trial_dir / "agent").glob("*.txt")) if (trial_dir / "agent").is_dir() else []
-    return TrialResult(
-        trial_id=f"{run_id}/{task_id}/{attempt}", run_id=run_id, benchmark=benchmark, task_id=task_id, attempt=attempt,
+    return trial_row(
+        run_id, task_id, attempt, benchmark=benchmark,
         agent=f"{agent_info.get('name', 'harbor')}@{model}" if model else str(agent_info.get("name", "harbor")),
         score=score, status=status, failure_mode=mode,
         error=f"{exc.get('exception_type')}: {exc.get('exception_message', '')}"[:2000] if exc else None,

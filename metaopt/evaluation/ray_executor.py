@@ -40,7 +40,7 @@ from metaopt.benchmarks.task import Task, TaskLoadError
 from metaopt.core.errors import ExecutorError, MissingExtra, SandboxUnavailable
 from metaopt.evaluation.ray_node import DISPATCH
 from metaopt.evaluation.ray_resources import describe, fits, resources_of
-from metaopt.evaluation.result import TrialResult
+from metaopt.evaluation.result import TrialResult, trial_row
 from metaopt.evaluation.runner import TrialJob
 from metaopt.evaluation.task_files import pack
 from metaopt.evaluation.trial import run_trial
@@ -377,8 +377,7 @@ def _loaded(job: TrialJob) -> Task:
 
 def _error_result(f: _Flight, error: str, failure_mode: str = "infra_error") -> TrialResult:
     job = f.job
-    return TrialResult(trial_id=f"{job.run_id}/{job.task.id}/{job.attempt}", run_id=job.run_id,
-                       benchmark=_loaded(job).benchmark, task_id=job.task.id, attempt=job.attempt, agent=job.agent.name,
-                       status="error", failure_mode=failure_mode, error=f"{job.task.id}: {error}",
+    return trial_row(job.run_id, job.task.id, job.attempt, benchmark=_loaded(job).benchmark, agent=job.agent.name,
+                     status="error", failure_mode=failure_mode, error=f"{job.task.id}: {error}",
                        timeout_multiplier=job.timeout_multiplier, started_at=now(), finished_at=now(),
                        duration_s=round(sum(x["after_s"] for x in f.failures), 3), infra_errors=f.failures or None)

@@ -7,6 +7,15 @@ process or machine unchanged: `TrialResult.model_validate_json(r.model_dump_json
 
 from __future__ import annotations
 
+from typing import Any
+
 from metaopt.traces.tables import Status, TrialResult
 
-__all__ = ["Status", "TrialResult"]
+__all__ = ["Status", "TrialResult", "trial_row"]
+
+
+def trial_row(run_id: str, task_id: str, attempt: int, **fields: Any) -> TrialResult:
+    """A trial's row, the one way it is made (the trial runner, an executor's error for a trial
+    it could not place, an imported Harbor job): its id from (run, task, attempt), the rest as given."""
+    return TrialResult(trial_id=f"{run_id}/{task_id}/{attempt}", run_id=run_id, task_id=task_id, attempt=attempt,
+                       **fields)

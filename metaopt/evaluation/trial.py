@@ -22,7 +22,7 @@ from metaopt.core.errors import SandboxError, SandboxUnavailable
 from metaopt.evaluation.agents import Agent, AgentResult
 from metaopt.evaluation.artifact_store import ArtifactStore
 from metaopt.evaluation.integrity import TrialIntegrity
-from metaopt.evaluation.result import TrialResult
+from metaopt.evaluation.result import TrialResult, trial_row
 from metaopt.evaluation.verify import verify
 from metaopt.sandbox.base import SandboxSpec
 from metaopt.sandbox.docker_services import ServiceSpec
@@ -213,4 +213,6 @@ def _log_dirs() -> Path:
 
 def _finish(row: dict[str, Any], t0: float, **fields: Any) -> TrialResult:
     row.update(fields)
-    return TrialResult(**row, duration_s=round(time.monotonic() - t0, 3), finished_at=now())
+    r = {k: v for k, v in row.items() if k not in ("trial_id", "run_id", "task_id", "attempt")}
+    return trial_row(row["run_id"], row["task_id"], row["attempt"], **r, duration_s=round(time.monotonic() - t0, 3),
+                     finished_at=now())
