@@ -1,6 +1,7 @@
 """Same-seed row dumps of whole experiments: what a refactor of the loop must leave unchanged.
 
     python3 tests/_row_dump.py pareto bilevel [readme] --out DIR     writes DIR/<scenario>.json
+    python3 tests/_row_dump.py readme --compare                      compares with tests/data/rows/
 
 Each scenario runs one experiment with a fixed seed and a fixed experiment id in its own temporary
 store and dumps the rows the decisions wrote (experiment, candidates, gate_decisions,
@@ -132,16 +133,24 @@ def backend_for(name: str) -> Any:
 
 
 def main(argv: list[str]) -> None:
+    """--out DIR writes each scenario's rows; --compare checks them against tests/data/rows/ (exit 1
+    on a difference)."""
     out = Path(argv[argv.index("--out") + 1]) if "--out" in argv else Path(".")
-    names = [a for a in argv if a in SCENARIOS]
+    names, bad = [a for a in argv if a in SCENARIOS], 0
     out.mkdir(parents=True, exist_ok=True)
     for name in names:
         backend = backend_for(name)
         with tempfile.TemporaryDirectory(prefix=f"rows-{name}-") as tmp:
             rows = dump(name, backend, Path(tmp))
         backend.prune()
+        if "--compare" in argv:
+            found = differences(json.loads((Path(__file__).parent / "data" / "rows" / f"{name}.json").read_text()), rows)
+            bad += len(found)
+            print(name, f"{len(found)} rows differ", *found[:20], sep="\n  ", flush=True)
+            continue
         (out / f"{name}.json").write_text(json.dumps(rows, indent=1, sort_keys=True) + "\n")
         print(name, {t: len(r) for t, r in rows.items()}, flush=True)
+    sys.exit(1 if bad else 0)
 
 
 if __name__ == "__main__":

@@ -168,7 +168,7 @@ def test_an_image_is_built_once_per_node_not_per_trial(ray_cluster, tmp_path):
 def test_no_node_can_hold_the_trial_is_an_error_row_not_a_hang(ray_cluster, tmp_path):
     r = cli(ray_cluster, "eval", "--benchmark", "terminalbench-sample", "--agent", "oracle", "--tasks", "hello-greetings",
             "--gpus", "1", "--db", str(tmp_path / "g.duckdb"), "--json", *on_ray(ray_cluster), timeout=120)
-    assert r.returncode == 0, r.stderr
+    assert r.returncode == 1 and "every one of the 1 trials errored" in r.stderr, r.stderr  # a run with no score
     [t] = json.loads(r.stdout)["tasks"]
     assert t["status"] == "error" and t["score"] is None
     assert "no node of the Ray cluster can hold this trial" in t["error"] and "1 GPU" in t["error"]

@@ -13,6 +13,7 @@ import harbor_support as hs
 import pytest
 from _docker_fixtures import metaopt
 
+from metaopt.cli.eval import _note
 from metaopt.core.errors import ArtifactRefused
 from metaopt.sandbox import docker_artifacts as art
 from metaopt.traces.store import Store
@@ -78,11 +79,14 @@ def test_a_task_that_cannot_load_fails_the_run_with_a_readable_reason(tmp_path):
     bad = shutil.copytree(SAMPLES / "word-frequency-cli", data / "two-steps")
     (bad / "task.toml").write_text((bad / "task.toml").read_text() + '\n[[steps]]\nname = "first"\n')
     p = metaopt("eval", "-b", "terminalbench", "--dataset", str(data), "--agent", "oracle", "--db", str(tmp_path / "e.duckdb"),
-                env={"COLUMNS": "200", **__import__("os").environ})
+                "--json")
     assert p.returncode == 1, p.stdout[-2000:] + p.stderr[-2000:]
-    assert "two-steps/task.toml: field 'steps': multi-step tasks are not supported" in p.stdout
     assert "1 task(s) could not be loaded (two-steps)" in p.stderr
-    assert "passed" in p.stdout  # the task that loads still ran
+    rows = {r["task_id"]: r for r in json.loads(p.stdout)["tasks"]}
+    assert "two-steps/task.toml: field 'steps': multi-step tasks are not supported" in rows["two-steps"]["error"]
+    assert rows["word-frequency-cli"]["status"] == "passed"  # the task that loads still ran
+    # the table's note keeps the reason, not the folders above the task
+    assert _note(rows["two-steps"]["error"]).startswith("two-steps/task.toml: field 'steps': multi-step tasks")
 
 
 def test_a_failing_healthcheck_is_an_environment_error_before_the_agent(tmp_path):
