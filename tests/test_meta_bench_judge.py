@@ -148,6 +148,9 @@ def test_every_figure_is_given_on_each_split_and_split_selects_the_cases(tmp_pat
     data = json.loads(r.stdout)
     assert [(c["case_name"], c["split"]) for c in data["cases"]] == [("timeout-build", "dev"), ("truncated-log", "heldout")]
     assert (data["by_split"]["dev"]["fixed"], data["by_split"]["heldout"]["fixed"], data["totals"]["fixed"]) == (1, 1, 2)
+    only = json.loads(_cli("meta", "--meta-model", "placebo", "--cases", str(cases), "--split", "heldout", "--json",
+                           db=tmp_path / "h.duckdb").stdout)
+    assert list(only["by_split"]) == ["heldout"]  # no empty entry for a split not run
     r = _cli("meta", "--meta-model", "placebo", "--cases", str(cases), "--split", "heldout", db=db)
     assert r.returncode == 0 and "truncated-log" in r.stdout and "timeout-build" not in r.stdout
     assert "heldout: fixed 0/1" in r.stdout

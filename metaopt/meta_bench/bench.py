@@ -49,10 +49,10 @@ class BenchResult:
         return totals([r.model_dump() for r in self.rows if split in ("all", r.split)])
 
     def to_json(self) -> dict[str, Any]:
-        """Every case, the totals over all of them, and the totals of each split (`by_split`)."""
+        """Every case, the totals over all of them, and the totals of each split run (`by_split`)."""
         return {"bench_id": self.bench_id, "meta_model": self.meta_model,
                 "cases": [r.model_dump(mode="json", exclude={"bench_id", "meta_model"}) for r in self.rows],
-                "totals": self.totals(), "by_split": {s: self.totals(s) for s in ("dev", "heldout")}}
+                "totals": self.totals(), "by_split": {s: self.totals(s) for s in sorted({r.split for r in self.rows})}}
 
 
 def make_proposer(meta_model: str, case: Case, base_url: str | None = None) -> Any:
