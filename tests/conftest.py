@@ -30,7 +30,7 @@ if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
 
 # Shared fixtures live in helper modules; registering them here, rather than importing them into
 # each test module, gives one definition per fixture (session-scoped ones really are per session).
-pytest_plugins = ["_docker_fixtures", "_export_helpers"]
+pytest_plugins = ["_docker_fixtures", "_export_helpers", "_shared_runs"]
 
 os.environ["METAOPT_ALLOW_MODEL_REQUESTS"] = "0"
 for _key in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY"):
@@ -44,6 +44,8 @@ RESOURCES: dict[str, set[str]] = {
     "ray": {"ray_start"},
     "browser": {"chromium"},
 }
+# session-scoped runs several modules read: every test using one is one xdist unit (one worker, one run)
+SHARED_RUNS = {"readme_run"}
 FAST_TIER_EXCLUDES = {"docker", "model", "ray", "browser", "slow"}
 FAST_TIER = f"not ({' or '.join(sorted(FAST_TIER_EXCLUDES))})"
 NO_DAEMON = "unix:///nonexistent/metaopt-tests-not-marked-docker.sock"
@@ -76,11 +78,14 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 def _work_unit(item: pytest.Item) -> str:
     """The unit of work an xdist worker takes whole (`-n 2 --dist loadgroup`, pyproject addopts):
-    every real-model test in one (one model on the CPUs at a time), a slow test that shares no
-    module-scoped fixture alone, any other test with the rest of its module (its module-scoped
-    fixtures are built once)."""
+    every real-model test in one (one model on the CPUs at a time), the readers of a shared run
+    together, a slow test that shares no module-scoped fixture alone, any other test with the rest
+    of its module (its module-scoped fixtures are built once)."""
     if item.get_closest_marker("model"):
         return "model"
+    shared = sorted(SHARED_RUNS & set(getattr(item, "fixturenames", ())))
+    if shared:
+        return shared[0]
     info = getattr(item, "_fixtureinfo", None)
     scopes = {d.scope for defs in (info.name2fixturedefs.values() if info else ()) for d in defs}
     if item.get_closest_marker("slow") and not scopes & {"module", "class", "package"}:

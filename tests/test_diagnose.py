@@ -11,12 +11,14 @@ import json
 import re
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import urlencode, urlsplit
 
 import pytest
 import yaml
 from _local_tasks import step_tasks
+from _shared_runs import ui_server
 
 from metaopt.benchmarks.task import Environment, Solution, Task, Verifier
 from metaopt.meta_agent.config import RunConfig
@@ -134,14 +136,9 @@ def test_the_meta_agent_sees_the_clusters_of_the_failing_train_trials_only(run):
 
 
 @pytest.fixture(scope="module")
-def server(run, diagnosed) -> str:
-    proc = subprocess.Popen([sys.executable, "-m", "metaopt.cli", "ui", "--db", str(run["db"]), "--port", "0"],
-                            stderr=subprocess.PIPE, text=True)
-    m = re.search(r"http://127\.0\.0\.1:\d+/", proc.stderr.readline())
-    assert m
-    yield m.group(0)
-    proc.terminate()
-    proc.wait(timeout=10)
+def server(run, diagnosed) -> Iterator[str]:
+    with ui_server("--db", str(run["db"])) as address:
+        yield address
 
 
 def _request(base: str, method: str, path: str, host: str | None = None, headers: dict | None = None):
@@ -173,16 +170,6 @@ def test_the_server_answers_only_its_own_host_and_changes_need_the_page_token(se
     assert _request(server, "POST", "/api/refresh", headers={"X-Metaopt-Token": token})[0] == 200
     assert _request(server, "POST", "/api/refresh", host=f"evil.example:{port}",
                     headers={"X-Metaopt-Token": token})[0] == 421
-
-
-@pytest.fixture
-def page(chromium):
-    pg = chromium.new_page(viewport={"width": 1300, "height": 900})
-    errors: list[str] = []
-    pg.on("pageerror", lambda e: errors.append(str(e)))
-    yield pg
-    pg.close()
-    assert not errors, errors
 
 
 def test_the_pages_render_clusters_citations_and_a_task_under_parent_and_child(server, run, diagnosed, page):

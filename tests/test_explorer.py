@@ -6,12 +6,12 @@ The server is `metaopt ui --port 0` in a subprocess."""
 from __future__ import annotations
 
 import json
-import re
 import subprocess
 import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import urlencode
 
@@ -19,6 +19,7 @@ import pytest
 import yaml
 from _attacks import FAMILIES, write_dataset
 from _docker_fixtures import metaopt
+from _shared_runs import ui_server
 from _step_tasks import make_tasks
 
 pytestmark = pytest.mark.usefixtures("docker_image")
@@ -61,25 +62,9 @@ def store(docker_image, tmp_path_factory) -> dict:
 
 
 @pytest.fixture(scope="module")
-def server(store) -> str:
-    proc = subprocess.Popen([sys.executable, "-m", "metaopt.cli", "ui", "--db", str(store["db"]), "--port", "0"],
-                            stderr=subprocess.PIPE, text=True)
-    line = proc.stderr.readline()
-    m = re.search(r"http://127\.0\.0\.1:\d+/", line)
-    assert m, line
-    yield m.group(0)
-    proc.terminate()
-    proc.wait(timeout=10)
-
-
-@pytest.fixture
-def page(chromium):
-    pg = chromium.new_page()
-    errors: list[str] = []
-    pg.on("pageerror", lambda e: errors.append(str(e)))
-    yield pg
-    pg.close()
-    assert not errors, errors  # no script error on any page
+def server(store) -> Iterator[str]:
+    with ui_server("--db", str(store["db"])) as address:
+        yield address
 
 
 def api(base: str, path: str, **params) -> dict:

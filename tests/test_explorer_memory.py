@@ -5,13 +5,12 @@ liveness, the notebook, and each proposal's transcript opened from its candidate
 
 from __future__ import annotations
 
-import re
-import subprocess
-import sys
+from collections.abc import Iterator
 from urllib.parse import urlencode
 
 import pytest
 from _memory_helpers import scripted_experiment
+from _shared_runs import ui_server
 
 from metaopt.sandbox.local import LocalBackend
 
@@ -32,24 +31,9 @@ def run(tmp_path_factory) -> dict:
 
 
 @pytest.fixture(scope="module")
-def server(run) -> str:
-    proc = subprocess.Popen([sys.executable, "-m", "metaopt.cli", "ui", "--db", str(run["db"]), "--port", "0"],
-                            stderr=subprocess.PIPE, text=True)
-    m = re.search(r"http://127\.0\.0\.1:\d+/", proc.stderr.readline())
-    assert m
-    yield m.group(0)
-    proc.terminate()
-    proc.wait(timeout=10)
-
-
-@pytest.fixture
-def page(server, chromium):
-    pg = chromium.new_page()
-    errors: list[str] = []
-    pg.on("pageerror", lambda e: errors.append(str(e)))
-    yield pg
-    pg.close()
-    assert not errors, errors
+def server(run) -> Iterator[str]:
+    with ui_server("--db", str(run["db"])) as address:
+        yield address
 
 
 def test_the_candidate_view_shows_rejection_reasoning_checked_claims_and_liveness(server, run, page):

@@ -32,23 +32,11 @@ def args(ds: Path, db: Path, iterations: int = 3) -> list[str]:
             "--db", str(db), "--json"]
 
 
-@pytest.fixture(scope="module")
-def readme_run(tmp_path_factory) -> tuple[dict, Path]:
-    """The README's offline command, exactly as written there, on the shipped sample tasks (several
-    minutes): run once for every test that reads it. Its strategy is the default, greedy."""
-    db = tmp_path_factory.mktemp("readme") / "s.duckdb"
-    minimal = Path(__file__).parents[1] / "metaopt" / "harnesses" / "minimal"
-    r = subprocess.run([sys.executable, "-m", "metaopt.cli", "run", "--benchmark", "terminalbench-sample",
-                        "--harness", str(minimal), "--model", "fake/solution", "--meta-model", "heuristic",
-                        "--db", str(db), "--json"], capture_output=True, check=False, text=True, timeout=2400)
-    assert r.returncode == 0, r.stderr
-    return json.loads(r.stdout), db
-
-
 @pytest.mark.slow
 @pytest.mark.timeout(2400)
 def test_the_readme_run_with_greedy_improves_the_sealed_test_score_and_explains_itself(readme_run):
-    assert_improves_and_explains(*readme_run, "greedy")
+    """The README's offline command as written (tests/_shared_runs.py); its strategy is the default, greedy."""
+    assert_improves_and_explains(readme_run["result"], readme_run["db"], "greedy")
 
 
 @pytest.mark.slow
@@ -193,7 +181,7 @@ def test_split_that_leaves_a_set_empty(tmp_path):
 @pytest.mark.slow
 @pytest.mark.timeout(2400)
 def test_the_sample_benchmark_run_from_the_readme_improves_the_test_score(readme_run):
-    out, db = readme_run
+    out, db = readme_run["result"], readme_run["db"]
     assert out["best_test_score"] > out["baseline_test_score"] and out["accepted"] >= 1
     with Store(db, read_only=True) as s:
         rows = s.rows("SELECT c.status, g.stage, g.outcome, g.reason FROM candidates c JOIN gate_decisions g "

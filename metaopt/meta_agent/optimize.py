@@ -116,7 +116,7 @@ class Experiment(Steps):
             stop_reason=stop, validation_trials_saved=self.ledger.saved_trials(),
             best_validation_gain=self._gain(best), alpha_committed=self.ledger.spending(self.cfg.gate).spent,
             alpha=self.cfg.gate.alpha, candidates=[_reported(c, val_mean.get(c.candidate_id)) for c in cands],
-            progress_png=str(png), bilevel=self.search.finish() or None,
+            progress_png=str(png.resolve()), bilevel=self.search.finish() or None,
             audit=[asdict(f) for f in audit(self.store, self.id, self.tasks)] if any(c.status == "accepted" for c in cands) else None)
         self.ledger.finish("finished", report.to_dict())
         return report
