@@ -74,7 +74,8 @@ def assert_improves_and_explains(out: dict, db: Path, strategy: str) -> None:
 @pytest.mark.slow
 def test_kill_9_then_resume_reruns_nothing(tmp_path):
     prefix = f"kill9-{secrets.token_hex(3)}"  # task ids no other run on this daemon has
-    ds, db = make_tasks(tmp_path / "ds", prefix=prefix), tmp_path / "k.duckdb"
+    # 6 tasks (2 a split): every train split holds a 12-step task, so the heuristic has a proposal to make
+    ds, db = make_tasks(tmp_path / "ds", n_long=5, n_short=1, prefix=prefix), tmp_path / "k.duckdb"
     proc = subprocess.Popen([sys.executable, "-m", "metaopt.cli", "run", *args(ds, db, iterations=1)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     client = docker.from_env()
