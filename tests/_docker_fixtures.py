@@ -90,10 +90,10 @@ def docker_image() -> str:
     return DEFAULT_TEST_IMAGE
 
 
-def metaopt(*args: str, timeout: float = 900, env: dict[str, str] | None = None):
+def metaopt(*args: str, timeout: float = 900, env: dict[str, str] | None = None, cwd=None):
     """Run the `metaopt` CLI of this checkout in a subprocess (output captured as text)."""
     import subprocess
     import sys
 
     return subprocess.run([sys.executable, "-m", "metaopt.cli", *args], capture_output=True, check=False, text=True,
-                          timeout=timeout, env=env)
+                          timeout=timeout, env=env, cwd=cwd)

@@ -18,16 +18,12 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from _docker_fixtures import metaopt
 
 ROOT = Path(__file__).parents[1]
 README_COMMAND = ("metaopt run --benchmark terminalbench-sample --harness minimal --model fake/solution "
                   "--meta-model heuristic")
 EXPERIMENT = re.compile(r"exp-\d{8}-\d{6}-[0-9a-f]{4}")
-
-
-def cli(*args: str, cwd: Path | None = None, timeout: float = 900) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "metaopt.cli", *args], capture_output=True, check=False, text=True,
-                          timeout=timeout, cwd=cwd)
 
 
 @pytest.fixture(scope="session")
@@ -36,11 +32,11 @@ def readme_run(docker_image, tmp_path_factory) -> dict:
     printed, its result as `run --resume EXP --json` gives a finished experiment, and its store."""
     assert README_COMMAND in (ROOT / "README.md").read_text()  # the command followed here
     tmp = tmp_path_factory.mktemp("readme")
-    r = cli(*shlex.split(README_COMMAND)[1:], cwd=tmp, timeout=2400)
+    r = metaopt(*shlex.split(README_COMMAND)[1:], cwd=tmp, timeout=2400)
     assert r.returncode == 0, r.stderr[-3000:]
     exp = EXPERIMENT.search(r.stdout + r.stderr)
     assert exp, r.stdout[-2000:]
-    result = cli("run", "--resume", exp.group(0), "--json", cwd=tmp, timeout=300)
+    result = metaopt("run", "--resume", exp.group(0), "--json", cwd=tmp, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     nxt = {m.group(1): m.group(0) for m in re.finditer(r"metaopt (report|diagnose|ui|export)\b[^\n]*", r.stdout)}
     return {"tmp": tmp, "db": tmp / ".metaopt" / "metaopt.duckdb", "experiment": exp.group(0), "stdout": r.stdout,

@@ -14,7 +14,8 @@ from collections.abc import Iterator
 from urllib.parse import urlencode
 
 import pytest
-from _shared_runs import cli, ui_server
+from _docker_fixtures import metaopt
+from _shared_runs import ui_server
 
 from metaopt.traces.store import Store
 
@@ -46,9 +47,9 @@ def test_the_report_leads_with_the_sealed_test_and_labels_the_canaries(readme_ru
         argv[argv.index("--html") + 1] = str(html)
     else:
         argv += ["--html", str(html)]
-    r = cli(*argv, cwd=readme_run["tmp"], timeout=120)
+    r = metaopt(*argv, cwd=readme_run["tmp"], timeout=120)
     assert r.returncode == 0, r.stderr
-    text = cli("report", readme_run["experiment"], "--db", str(readme_run["db"]), timeout=120)
+    text = metaopt("report", readme_run["experiment"], "--db", str(readme_run["db"]), timeout=120)
     assert text.returncode == 0, text.stderr  # plain text without --html
     assert "sealed test" in "\n".join(text.stdout.splitlines()[:6]), text.stdout[:1500]  # the result first
     assert "failed as designed" in text.stdout  # the winner's canaries, named as canaries
@@ -101,7 +102,7 @@ def test_the_winner_exports_with_the_printed_command(readme_run):
         argv[argv.index("--out") + 1] = str(out)
     else:
         argv += ["--out", str(out)]
-    r = cli(*argv, cwd=readme_run["tmp"], timeout=120)
+    r = metaopt(*argv, cwd=readme_run["tmp"], timeout=120)
     assert r.returncode == 0, r.stderr
     assert (out / "pyproject.toml").is_file()
     assert f"{readme_run['experiment']}_c1".replace("-", "_") in (out / "pyproject.toml").read_text().replace("-", "_")
