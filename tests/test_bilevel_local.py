@@ -19,6 +19,7 @@ from _bilevel_helpers import (
     with_turns,
     write_script,
 )
+from _shared_runs import ui_server
 
 from metaopt.meta_agent.config import RunConfig
 from metaopt.meta_agent.experiment import find_experiment, plan_experiment, resume_experiment, start_experiment
@@ -234,26 +235,12 @@ def test_a_resumed_bilevel_experiment_restores_mechanism_state_and_search_params
     assert after.status in ("kept", "rolled_back")
 
 
-def test_the_mechanisms_page_renders_in_a_browser(scenario, chromium):
-    import re
-    import subprocess
-    import sys
-    proc = subprocess.Popen([sys.executable, "-m", "metaopt.cli", "ui", "--db", str(scenario["db"]), "--port", "0"],
-                            stderr=subprocess.PIPE, text=True)
-    try:
-        base = re.search(r"http://127\.0\.0\.1:\d+/", proc.stderr.readline()).group(0)
-        page = chromium.new_page()
-        errors: list[str] = []
-        page.on("pageerror", lambda e: errors.append(str(e)))
+def test_the_mechanisms_page_renders_in_a_browser(scenario, page):
+    with ui_server("--db", str(scenario["db"])) as base:
         page.goto(f"{base}#/experiment?id={scenario['exp'].id}")
         page.click("text=search mechanisms")
         page.wait_for_selector("text=Hook calls (newest first)")
         text = page.inner_text("main")
-        page.close()
-        assert not errors, errors
-        for needle in ("prompt_tabu", "late_crash", "dry_run", "judgement: keep", "IndexError", "found in its transcript",
-                       "Active set over time", "round 3 at iteration 7: spec_error"):
-            assert needle in text, needle
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+    for needle in ("prompt_tabu", "late_crash", "dry_run", "judgement: keep", "IndexError", "found in its transcript",
+                   "Active set over time", "round 3 at iteration 7: spec_error"):
+        assert needle in text, needle

@@ -5,7 +5,6 @@ line in the terminal and in the JSON the page shows. No Docker: rows are written
 from __future__ import annotations
 
 import json
-import re
 import subprocess
 import sys
 import textwrap
@@ -14,9 +13,11 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 from _docker_fixtures import metaopt
+from _shared_runs import ui_server
 
 from metaopt.evaluation import TrialResult
 from metaopt.explorer.queries import overview
@@ -175,16 +176,10 @@ def test_bad_parameters_and_unknown_paths_are_json_errors(tmp_path):
 def test_ui_binds_localhost_and_reports_a_busy_port(tmp_path):
     db = tmp_path / "u.duckdb"
     Store(db).close()
-    proc = subprocess.Popen([sys.executable, "-m", "metaopt.cli", "ui", "--db", str(db), "--port", "0"],
-                            cwd=ROOT, stderr=subprocess.PIPE, text=True)
-    try:
-        m = re.search(r"http://127\.0\.0\.1:(\d+)/", proc.stderr.readline())
-        assert m
-        r = metaopt("ui", "--db", str(db), "--port", m.group(1), timeout=60)
-        assert r.returncode == 2 and f"--port {m.group(1)}" in r.stderr and "Traceback" not in r.stderr
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+    with ui_server("--db", str(db), cwd=ROOT) as address:  # it printed 127.0.0.1: bound to localhost
+        port = str(urlsplit(address).port)
+        r = metaopt("ui", "--db", str(db), "--port", port, timeout=60)
+        assert r.returncode == 2 and f"--port {port}" in r.stderr and "Traceback" not in r.stderr
 
 
 def test_overview_separates_experiments_from_evaluation_runs(tmp_path):
